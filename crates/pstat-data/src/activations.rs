@@ -1,0 +1,311 @@
+//! Ragged per-token activations: every token's residual stream of every statement at one
+//! layer, stored without padding. On disk it is a safetensors file that Python reads with
+//! `safetensors.numpy.load_file`:
+//!
+//! | tensor      | dtype   | shape            | meaning                                        |
+//! |-------------|---------|------------------|------------------------------------------------|
+//! | `values`    | F16/F32 | [tokens, hidden] | token rows of all statements, concatenated     |
+//! | `offsets`   | I64     | [statements + 1] | statement i owns rows offsets[i]..offsets[i+1] |
+//! | `token_ids` | U32     | [tokens]         | the token fed at each row                      |
+//!
+//! The safetensors metadata holds `statement_ids` (JSON list) and any provenance the writer
+//! adds (model sha256, layer, template, data hash).
+
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Activations {
+    pub hidden: usize,
+    /// Row-major [tokens, hidden].
+    pub values: Vec<f32>,
+    /// Length statements + 1, starting at 0.
+    pub offsets: Vec<usize>,
+    pub token_ids: Vec<u32>,
+    pub statement_ids: Vec<String>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// On-disk precision of `values`. f16 halves the cache; probes read it back as f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    F16,
+    F32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActivationsError {
+    #[error("{path}: {message}")]
+    Format { path: String, message: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Activations {
+    pub fn new(hidden: usize) -> Self {
+        Activations {
+            hidden,
+            values: Vec::new(),
+            offsets: vec![0],
+            token_ids: Vec::new(),
+            statement_ids: Vec::new(),
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.statement_ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.statement_ids.is_empty()
+    }
+
+    pub fn n_tokens(&self) -> usize {
+        self.token_ids.len()
+    }
+
+    /// Append one statement's token rows (`rows.len() == ids.len() * hidden`).
+    pub fn push(&mut self, statement_id: &str, token_ids: &[u32], rows: &[f32]) {
+        assert_eq!(rows.len(), token_ids.len() * self.hidden, "rows must be tokens × hidden");
+        self.values.extend_from_slice(rows);
+        self.token_ids.extend_from_slice(token_ids);
+        self.offsets.push(self.token_ids.len());
+        self.statement_ids.push(statement_id.to_string());
+    }
+
+    /// Token rows of statement `i`, as a [n_i × hidden] row-major slice.
+    pub fn statement(&self, i: usize) -> &[f32] {
+        &self.values[self.offsets[i] * self.hidden..self.offsets[i + 1] * self.hidden]
+    }
+
+    pub fn statement_len(&self, i: usize) -> usize {
+        self.offsets[i + 1] - self.offsets[i]
+    }
+
+    /// The last token's row of statement `i`.
+    pub fn last_token(&self, i: usize) -> &[f32] {
+        let end = self.offsets[i + 1];
+        &self.values[(end - 1) * self.hidden..end * self.hidden]
+    }
+
+    pub fn index_of(&self, statement_id: &str) -> Option<usize> {
+        self.statement_ids.iter().position(|s| s == statement_id)
+    }
+
+    pub fn to_bytes(&self, precision: Precision) -> Vec<u8> {
+        let (dtype, value_bytes) = match precision {
+            Precision::F32 => (Dtype::F32, self.values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+            Precision::F16 => (
+                Dtype::F16,
+                self.values
+                    .iter()
+                    .flat_map(|v| f32_to_f16_bits(*v).to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            ),
+        };
+        let offsets: Vec<u8> = self.offsets.iter().flat_map(|o| (*o as i64).to_le_bytes()).collect();
+        let ids: Vec<u8> = self.token_ids.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let tensors = [
+            (
+                "values",
+                TensorView::new(dtype, vec![self.n_tokens(), self.hidden], &value_bytes).unwrap(),
+            ),
+            (
+                "offsets",
+                TensorView::new(Dtype::I64, vec![self.offsets.len()], &offsets).unwrap(),
+            ),
+            (
+                "token_ids",
+                TensorView::new(Dtype::U32, vec![self.token_ids.len()], &ids).unwrap(),
+            ),
+        ];
+        let mut meta: HashMap<String, String> = self.metadata.clone().into_iter().collect();
+        meta.insert(
+            "statement_ids".into(),
+            serde_json::to_string(&self.statement_ids).unwrap(),
+        );
+        meta.insert("hidden".into(), self.hidden.to_string());
+        safetensors::serialize(tensors, Some(meta)).expect("in-memory safetensors serialization")
+    }
+
+    pub fn write(&self, path: &Path, precision: Precision) -> Result<(), ActivationsError> {
+        crate::artifact::write_atomic(path, &self.to_bytes(precision)).map_err(|source| {
+            ActivationsError::Io {
+                path: path.display().to_string(),
+                source,
+            }
+        })
+    }
+
+    pub fn read(path: &Path) -> Result<Self, ActivationsError> {
+        let bytes = std::fs::read(path).map_err(|source| ActivationsError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_bytes(&bytes).map_err(|message| ActivationsError::Format {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+        let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
+        let tensors = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
+        let mut metadata: BTreeMap<String, String> = header
+            .metadata()
+            .clone()
+            .map(|m| m.into_iter().collect())
+            .unwrap_or_default();
+        let statement_ids: Vec<String> = serde_json::from_str(
+            &metadata
+                .remove("statement_ids")
+                .ok_or("metadata lacks `statement_ids`")?,
+        )
+        .map_err(|e| format!("metadata `statement_ids`: {e}"))?;
+        metadata.remove("hidden");
+        let values = tensors.tensor("values").map_err(|e| format!("tensor `values`: {e}"))?;
+        let shape = values.shape();
+        if shape.len() != 2 {
+            return Err(format!("tensor `values` must be 2-D, found shape {shape:?}"));
+        }
+        let hidden = shape[1];
+        let values: Vec<f32> = match values.dtype() {
+            Dtype::F32 => values
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            Dtype::F16 => values
+                .data()
+                .chunks_exact(2)
+                .map(|c| f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+            other => return Err(format!("tensor `values` has dtype {other:?}, expected F16 or F32")),
+        };
+        let offsets_t = tensors.tensor("offsets").map_err(|e| format!("tensor `offsets`: {e}"))?;
+        if offsets_t.dtype() != Dtype::I64 {
+            return Err("tensor `offsets` must be I64".into());
+        }
+        let offsets: Vec<usize> = offsets_t
+            .data()
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as usize)
+            .collect();
+        let ids_t = tensors.tensor("token_ids").map_err(|e| format!("tensor `token_ids`: {e}"))?;
+        if ids_t.dtype() != Dtype::U32 {
+            return Err("tensor `token_ids` must be U32".into());
+        }
+        let token_ids: Vec<u32> = ids_t
+            .data()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let n_tokens = shape[0];
+        let consistent = offsets.first() == Some(&0)
+            && offsets.last() == Some(&n_tokens)
+            && offsets.windows(2).all(|w| w[0] <= w[1])
+            && offsets.len() == statement_ids.len() + 1
+            && token_ids.len() == n_tokens;
+        if !consistent {
+            return Err(format!(
+                "inconsistent ragged layout: {} statement ids, {} offsets, {} token ids, {} rows",
+                statement_ids.len(),
+                offsets.len(),
+                token_ids.len(),
+                n_tokens
+            ));
+        }
+        Ok(Activations {
+            hidden,
+            values,
+            offsets,
+            token_ids,
+            statement_ids,
+            metadata,
+        })
+    }
+}
+
+/// IEEE 754 binary16 conversion, round-to-nearest-even (what numpy's astype(float16) does).
+pub fn f32_to_f16_bits(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let mant = bits & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if mant != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = mant | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = m >> shift;
+        let rem = m & ((1 << shift) - 1);
+        let halfway = 1 << (shift - 1);
+        let round = rem > halfway || (rem == halfway && (half & 1) == 1);
+        return sign | (half + round as u32) as u16;
+    }
+    let half = ((e as u32) << 10) | (mant >> 13);
+    let rem = mant & 0x1fff;
+    let round = rem > 0x1000 || (rem == 0x1000 && (half & 1) == 1);
+    sign | (half + round as u32) as u16
+}
+
+pub fn f16_bits_to_f32(h: u16) -> f32 {
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let mant = (h & 0x3ff) as u32;
+    let bits = match (exp, mant) {
+        (0, 0) => sign,
+        (0, m) => {
+            // Subnormal: normalise.
+            let shift = m.leading_zeros() - 21;
+            let m = (m << shift) & 0x3ff;
+            sign | ((127 - 15 + 1 - shift) << 23) | (m << 13)
+        }
+        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
+        (e, m) => sign | ((e + 127 - 15) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_round_trip_matches_known_values() {
+        for (x, bits) in [(1.0f32, 0x3c00u16), (-2.0, 0xc000), (65504.0, 0x7bff), (6.1035156e-5, 0x0400), (5.9604645e-8, 0x0001), (0.0, 0)] {
+            assert_eq!(f32_to_f16_bits(x), bits, "{x}");
+            assert_eq!(f16_bits_to_f32(bits), x);
+        }
+        assert_eq!(f32_to_f16_bits(1e6), 0x7c00);
+        let x = 0.333_333_3f32;
+        assert!((f16_bits_to_f32(f32_to_f16_bits(x)) - x).abs() < 1e-3);
+    }
+
+    #[test]
+    fn ragged_round_trip() {
+        let mut a = Activations::new(2);
+        a.push("s:0", &[1, 2, 3], &[0.5, 1.0, 1.5, 2.0, 2.5, 3.0]);
+        a.push("s:1", &[4], &[-1.0, 1.0]);
+        a.metadata.insert("layer".into(), "3".into());
+        let back = Activations::from_bytes(&a.to_bytes(Precision::F32)).unwrap();
+        assert_eq!(back, a);
+        assert_eq!(back.last_token(0), &[2.5, 3.0]);
+        let half = Activations::from_bytes(&a.to_bytes(Precision::F16)).unwrap();
+        assert_eq!(half.values, a.values);
+    }
+}

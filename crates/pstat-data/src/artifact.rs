@@ -1,0 +1,113 @@
+//! Conventions every stage shares for what it writes: files appear whole or not at all
+//! (written to a temporary sibling, then renamed), and every artifact can carry a
+//! [`Manifest`] naming the config, data and model that made it.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Write `bytes` to `path` atomically: a crash or Ctrl-C leaves either the old file or the
+/// new one, never a truncated file. Parent folders are created.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let tmp = temp_sibling(path);
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Serialize `value` as pretty JSON (trailing newline) and write it atomically.
+pub fn write_json_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// A temporary path next to `path` (same filesystem, so the rename is atomic). The process id
+/// keeps two concurrent writers from sharing a temp file.
+pub fn temp_sibling(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// Provenance written beside (or inside) every artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub pstat_version: String,
+    /// sha256 of the canonical (serialized) run config.
+    pub config_hash: String,
+    /// sha256 of the data files used.
+    pub data_hash: String,
+    /// sha256 of the GGUF file, when a model was involved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_sha256: Option<String>,
+    pub seed: u64,
+    /// What this artifact is, e.g. `stability`, `activations city_locations layer 15`.
+    pub artifact: String,
+}
+
+impl Manifest {
+    pub fn new(artifact: impl Into<String>, config_hash: &str, data_hash: &str, seed: u64) -> Self {
+        Manifest {
+            pstat_version: env!("CARGO_PKG_VERSION").to_string(),
+            config_hash: config_hash.to_string(),
+            data_hash: data_hash.to_string(),
+            model_sha256: None,
+            seed,
+            artifact: artifact.into(),
+        }
+    }
+
+    pub fn with_model(mut self, sha256: &str) -> Self {
+        self.model_sha256 = Some(sha256.to_string());
+        self
+    }
+
+    /// `stability.csv` → `stability.csv.manifest.json`.
+    pub fn path_for(artifact: &Path) -> PathBuf {
+        let mut name = artifact.file_name().unwrap_or_default().to_os_string();
+        name.push(".manifest.json");
+        artifact.with_file_name(name)
+    }
+
+    pub fn write_beside(&self, artifact: &Path) -> std::io::Result<()> {
+        write_json_atomic(&Self::path_for(artifact), self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_file_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/out.json");
+        write_atomic(&path, b"first").unwrap();
+        write_atomic(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
+}

@@ -1,0 +1,2 @@
+//! (in progress)
+pub struct Condition; pub struct ConditionSet; pub enum ContextSource {}

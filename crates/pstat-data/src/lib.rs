@@ -1,0 +1,19 @@
+//! The part of P-StaT that needs no language model: which statements exist ([`Statement`]),
+//! how they are loaded from the bundled CSVs ([`load`]), how they are split ([`split`]), what
+//! each perturbation Θ labels True ([`condition`]), and the small I/O conventions every later
+//! stage shares ([`artifact`]: atomic writes and content hashes).
+
+pub mod activations;
+pub mod artifact;
+pub mod condition;
+pub mod error;
+pub mod load;
+pub mod split;
+pub mod statement;
+pub mod stats;
+
+pub use condition::{Condition, ConditionSet, ContextSource};
+pub use error::DataError;
+pub use load::{Dataset, load_domain, load_all};
+pub use split::{Split, SplitAssignment, SplitConfig};
+pub use statement::{Domain, Kind, Label, Statement};

@@ -1,0 +1,306 @@
+//! Reading statement CSVs. The upstream files differ in column sets, boolean spelling
+//! (TRUE/true), may start with a UTF-8 BOM, contain duplicate rows and statements ending in
+//! "..": all of that is accepted as is. What is not accepted (a missing required column, an
+//! unparseable boolean, an empty statement) is an error naming file, line and field.
+
+use crate::artifact::sha256_hex;
+use crate::error::DataError;
+use crate::statement::{Domain, Kind, Statement};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+}
+
+/// What kind of statements a file holds; decides how `correct`/`real_object` map to a [`Kind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileRole {
+    /// Real entities: `correct` decides True/False.
+    Real,
+    SyntheticTf,
+    /// `correct` is the canonical truth within the fiction: Fictional (T)/(F).
+    Fictional,
+    SyntheticFi,
+}
+
+/// The files of one domain, in the upstream datapack order (row ids of the upstream code are
+/// positions in this concatenation). Fictional and Synthetic (Fi) files are ours.
+pub fn domain_files(domain: Domain) -> &'static [(&'static str, FileRole)] {
+    use FileRole::*;
+    match domain {
+        Domain::CityLocations => &[
+            ("trilemma/city_locations.csv", Real),
+            ("trilemma/city_locations_synthetic.csv", SyntheticTf),
+            ("fictional/city_locations_fictional.csv", Fictional),
+            ("synthetic_fi/city_locations_synthetic_fi.csv", SyntheticFi),
+        ],
+        Domain::MedIndications => &[
+            ("trilemma/med_indications.csv", Real),
+            ("trilemma/med_indications_synthetic.csv", SyntheticTf),
+            ("fictional/med_indications_fictional.csv", Fictional),
+            ("synthetic_fi/med_indications_synthetic_fi.csv", SyntheticFi),
+        ],
+        Domain::WordDefinitions => &[
+            ("trilemma/word_instances.csv", Real),
+            ("trilemma/word_types.csv", Real),
+            ("trilemma/word_synonyms.csv", Real),
+            ("trilemma/word_types_synthetic.csv", SyntheticTf),
+            ("trilemma/word_instances_synthetic.csv", SyntheticTf),
+            ("trilemma/word_synonyms_synthetic.csv", SyntheticTf),
+            ("fictional/word_definitions_fictional.csv", Fictional),
+            ("synthetic_fi/word_definitions_synthetic_fi.csv", SyntheticFi),
+        ],
+    }
+}
+
+/// A set of statement files: the bundled copy, or a user's directory with the same layout.
+#[derive(Debug, Clone)]
+pub struct DataRoot {
+    origin: String,
+    files: BTreeMap<String, Cow<'static, str>>,
+}
+
+impl DataRoot {
+    /// The data compiled into this binary (the repo's `data/` folder).
+    pub fn bundled() -> Self {
+        DataRoot {
+            origin: "bundled".into(),
+            files: bundled::BUNDLED
+                .iter()
+                .map(|(name, text)| (name.to_string(), Cow::Borrowed(*text)))
+                .collect(),
+        }
+    }
+
+    /// A directory laid out like the repo's `data/` (trilemma/, fictional/, synthetic_fi/).
+    /// Files a domain does not have are simply absent from its dataset.
+    pub fn from_dir(dir: &Path) -> Result<Self, DataError> {
+        if !dir.is_dir() {
+            return Err(DataError::Invalid(format!(
+                "{}: data directory does not exist",
+                dir.display()
+            )));
+        }
+        let mut files = BTreeMap::new();
+        for domain in Domain::ALL {
+            for (rel, _) in domain_files(domain) {
+                let path = dir.join(rel);
+                if path.exists() {
+                    let text = std::fs::read_to_string(&path).map_err(|e| DataError::io(&path, e))?;
+                    files.insert(rel.to_string(), Cow::Owned(text));
+                }
+            }
+        }
+        Ok(DataRoot {
+            origin: dir.display().to_string(),
+            files,
+        })
+    }
+
+    /// Bundled data, or the directory given.
+    pub fn open(dir: Option<&Path>) -> Result<Self, DataError> {
+        match dir {
+            Some(d) => Self::from_dir(d),
+            None => Ok(Self::bundled()),
+        }
+    }
+
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    pub fn file(&self, rel: &str) -> Option<&str> {
+        self.files.get(rel).map(|c| c.as_ref())
+    }
+
+    /// Replace or add one file (used by generators that write new data, and by tests).
+    pub fn insert(&mut self, rel: &str, text: String) {
+        self.files.insert(rel.to_string(), Cow::Owned(text));
+    }
+
+    fn display_path(&self, rel: &str) -> PathBuf {
+        if self.origin == "bundled" {
+            PathBuf::from("data").join(rel)
+        } else {
+            PathBuf::from(&self.origin).join(rel)
+        }
+    }
+}
+
+/// All statements of one domain, in datapack order.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    pub domain: Domain,
+    pub statements: Vec<Statement>,
+    /// sha256 over the names and bytes of the files that made this dataset.
+    pub data_hash: String,
+}
+
+impl Dataset {
+    pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Statement> {
+        self.statements.iter().filter(move |s| s.kind == kind)
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Statement> {
+        self.statements.iter().find(|s| s.id == id)
+    }
+}
+
+pub fn load_domain(root: &DataRoot, domain: Domain) -> Result<Dataset, DataError> {
+    let mut statements = Vec::new();
+    let mut hash_input = Vec::new();
+    for (rel, role) in domain_files(domain) {
+        let Some(text) = root.file(rel) else {
+            if *role == FileRole::Real {
+                return Err(DataError::Invalid(format!(
+                    "{}: required data file is missing",
+                    root.display_path(rel).display()
+                )));
+            }
+            continue;
+        };
+        hash_input.extend_from_slice(rel.as_bytes());
+        hash_input.push(0);
+        hash_input.extend_from_slice(text.as_bytes());
+        statements.extend(parse_csv(&root.display_path(rel), rel, text, domain, *role)?);
+    }
+    Ok(Dataset {
+        domain,
+        statements,
+        data_hash: sha256_hex(&hash_input),
+    })
+}
+
+pub fn load_all(root: &DataRoot) -> Result<Vec<Dataset>, DataError> {
+    Domain::ALL.iter().map(|d| load_domain(root, *d)).collect()
+}
+
+fn parse_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "1.0" | "yes" => Some(true),
+        "false" | "0" | "0.0" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// Parse one statement CSV. `rel` names the file inside the data root (its stem becomes the
+/// id prefix); `path` is how errors show it.
+pub fn parse_csv(
+    path: &Path,
+    rel: &str,
+    text: &str,
+    domain: Domain,
+    role: FileRole,
+) -> Result<Vec<Statement>, DataError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(false)
+        .from_reader(text.as_bytes());
+    let headers: Vec<String> = reader
+        .headers()
+        .map_err(|e| DataError::Csv {
+            path: path.into(),
+            line: 1,
+            message: e.to_string(),
+        })?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
+    let column = |name: &str| -> Result<usize, DataError> {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| DataError::MissingColumn {
+                path: path.into(),
+                column: name.into(),
+                present: headers.join(", "),
+            })
+    };
+    let c_statement = column("statement")?;
+    let c_subject = column("object_1")?;
+    let c_object = column("object_2")?;
+    let c_correct = column("correct")?;
+    let c_negation = column("negation")?;
+    let c_real = column("real_object")?;
+    let c_category = column("category")?;
+    let c_source = headers.iter().position(|h| h == "source");
+    let stem = rel
+        .rsplit('/')
+        .next()
+        .unwrap_or(rel)
+        .trim_end_matches(".csv");
+
+    let mut out = Vec::new();
+    for (row, record) in reader.records().enumerate() {
+        let line = row as u64 + 2;
+        let record = record.map_err(|e| DataError::Csv {
+            path: path.into(),
+            line: e.position().map_or(line, |p| p.line()),
+            message: e.to_string(),
+        })?;
+        let field = |idx: usize| record.get(idx).unwrap_or("");
+        let flag = |idx: usize| -> Result<bool, DataError> {
+            parse_bool(field(idx)).ok_or_else(|| DataError::Field {
+                path: path.into(),
+                line,
+                field: headers[idx].clone(),
+                message: format!("expected true/false, found `{}`", field(idx)),
+            })
+        };
+        let text = field(c_statement).trim().to_string();
+        if text.is_empty() {
+            return Err(DataError::Field {
+                path: path.into(),
+                line,
+                field: "statement".into(),
+                message: "empty statement".into(),
+            });
+        }
+        let correct = flag(c_correct)?;
+        let negated = flag(c_negation)?;
+        let real = flag(c_real)?;
+        let kind = match role {
+            FileRole::Real if real => {
+                if correct {
+                    Kind::True
+                } else {
+                    Kind::False
+                }
+            }
+            FileRole::Fictional => {
+                if correct {
+                    Kind::FictionalT
+                } else {
+                    Kind::FictionalF
+                }
+            }
+            FileRole::SyntheticFi => Kind::SyntheticFi,
+            FileRole::SyntheticTf | FileRole::Real => Kind::SyntheticTf,
+        };
+        if role != FileRole::Real && real {
+            return Err(DataError::Field {
+                path: path.into(),
+                line,
+                field: "real_object".into(),
+                message: "a Neither file (fictional or synthetic) must have real_object = false"
+                    .into(),
+            });
+        }
+        out.push(Statement {
+            id: format!("{stem}:{row}"),
+            domain,
+            relation: field(c_category).trim().to_string(),
+            text,
+            subject: field(c_subject).trim().to_string(),
+            object: field(c_object).trim().to_string(),
+            negated,
+            kind,
+            provenance: format!("{rel}:{line}"),
+            source: c_source.map(|c| field(c).trim().to_string()).unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}

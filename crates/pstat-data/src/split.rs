@@ -1,0 +1,2 @@
+//! (in progress)
+pub enum Split {} pub struct SplitAssignment; pub struct SplitConfig;
