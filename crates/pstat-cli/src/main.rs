@@ -1,1 +1,44 @@
-fn main() {}
+//! `pstat`: measure how stable a language model's beliefs are when its semantic assumptions
+//! are perturbed (the P-StaT framework). This binary is thin: each subcommand lives in
+//! `cmd/<name>.rs` and calls into the pipeline crates.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "pstat",
+    version,
+    about = "Perturbation Stability of Truth: how stable are an LLM's beliefs when Neither statements are relabelled True?",
+    long_about = "pstat implements P-StaT end to end. Statements are True, False or Neither (Fictional or \
+Synthetic). A perturbation Θ relabels some Neither statements as True; pstat applies it to a linear \
+probe on hidden states (representational) and as a belief context in the prompt (behavioral), then \
+counts the held-out True statements the model stops (retractions) or starts (expansions) believing.\n\n\
+Start with `pstat run --quick` for a small end-to-end study, or `pstat data stats` to see the data."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect, split and generate the statement data.
+    #[command(subcommand)]
+    Data(cmd::data::DataCommand),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Data(c) => cmd::data::run(c),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

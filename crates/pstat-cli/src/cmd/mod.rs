@@ -1,0 +1,2 @@
+//! One module per subcommand. Each exposes clap argument types and a `run` function.
+pub mod data;
