@@ -1,2 +1,204 @@
-//! (in progress)
-pub struct Condition; pub struct ConditionSet; pub enum ContextSource {}
+//! Perturbation conditions Θ as data (Table 2 of the paper). A condition names which statement
+//! kinds a probe is trained to call True and which statements form the belief context of a
+//! prompt. The six conditions of the paper are built in (`conditions.toml` beside this file);
+//! a run config may add more in the same TOML form without touching code.
+
+use crate::error::DataError;
+use crate::statement::Kind;
+use serde::{Deserialize, Serialize};
+
+/// Where the K statements of a prompting belief context come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "from")]
+pub enum ContextSource {
+    /// No context (the baseline Θ0).
+    None,
+    /// Training statements of these kinds in the evaluated domain.
+    Kinds { kinds: Vec<Kind> },
+    /// True training statements of the other domains, K / (number of other domains) each,
+    /// shuffled: the behavioral Noise control.
+    OtherDomainsTrue,
+}
+
+/// One perturbation Θ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    /// Identifier used in tables and on the command line, e.g. `synthetic_tf`.
+    pub name: String,
+    /// Name as printed in figures, e.g. `Synthetic (TF)`.
+    pub title: String,
+    /// Kinds labelled True when retraining a probe under Θ (everything else is Not True).
+    /// Always includes `true`; `noise` here means the Gaussian noise sequences.
+    pub probe_true: Vec<Kind>,
+    /// The belief context for prompting under Θ.
+    pub context: ContextSource,
+}
+
+impl Condition {
+    /// Θ's label for a kind when training a probe.
+    pub fn probe_label(&self, kind: Kind) -> bool {
+        self.probe_true.contains(&kind)
+    }
+
+    pub fn is_baseline(&self) -> bool {
+        self.probe_true == [Kind::True] && self.context == ContextSource::None
+    }
+
+    fn validate(&self) -> Result<(), DataError> {
+        let bad = |msg: String| Err(DataError::Invalid(format!("condition `{}`: {msg}", self.name)));
+        if self.name.trim().is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return bad("`name` must be a non-empty identifier of letters, digits and _".into());
+        }
+        if !self.probe_true.contains(&Kind::True) {
+            return bad("`probe_true` must include `true` (P-StaT only adds Neither kinds to True)".into());
+        }
+        if self.probe_true.contains(&Kind::False) {
+            return bad("`probe_true` may not include `false`".into());
+        }
+        if let ContextSource::Kinds { kinds } = &self.context {
+            if kinds.is_empty() {
+                return bad("`context.kinds` is empty; use `from = \"none\"` for no context".into());
+            }
+            if kinds.contains(&Kind::Noise) {
+                return bad("`context.kinds` cannot contain `noise`; use `from = \"other_domains_true\"`".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConditionFile {
+    #[serde(default)]
+    condition: Vec<Condition>,
+}
+
+/// An ordered set of conditions; the first is the baseline Θ0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConditionSet {
+    pub conditions: Vec<Condition>,
+}
+
+const BUILTIN: &str = include_str!("conditions.toml");
+
+impl ConditionSet {
+    /// Table 2: Baseline, Synthetic (TF), Synthetic (Fi), Fictional, Fictional (T), Noise.
+    pub fn paper() -> Self {
+        Self::from_toml(BUILTIN, "built-in conditions").expect("built-in conditions are valid")
+    }
+
+    /// Parse `[[condition]]` tables. `origin` names the file in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, DataError> {
+        let file: ConditionFile = toml::from_str(text)
+            .map_err(|e| DataError::Invalid(format!("{origin}: {e}")))?;
+        let set = ConditionSet { conditions: file.condition };
+        set.validate().map_err(|e| DataError::Invalid(format!("{origin}: {e}")))?;
+        Ok(set)
+    }
+
+    /// Add user-defined conditions after the built-in ones; a name may not repeat.
+    pub fn extend(&mut self, extra: Vec<Condition>) -> Result<(), DataError> {
+        self.conditions.extend(extra);
+        self.validate()
+    }
+
+    fn validate(&self) -> Result<(), DataError> {
+        for c in &self.conditions {
+            c.validate()?;
+        }
+        for (i, c) in self.conditions.iter().enumerate() {
+            if self.conditions[..i].iter().any(|d| d.name == c.name) {
+                return Err(DataError::Invalid(format!("condition `{}` is defined twice", c.name)));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn baseline(&self) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.is_baseline())
+    }
+
+    pub fn get(&self, name: &str) -> Result<&Condition, DataError> {
+        self.conditions.iter().find(|c| c.name == name).ok_or_else(|| {
+            DataError::Invalid(format!(
+                "unknown condition `{name}` (known: {})",
+                self.names().join(", ")
+            ))
+        })
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.conditions.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// The perturbed conditions (everything but the baseline).
+    pub fn perturbations(&self) -> impl Iterator<Item = &Condition> {
+        self.conditions.iter().filter(|c| !c.is_baseline())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paper_conditions_match_table_2() {
+        let set = ConditionSet::paper();
+        assert_eq!(
+            set.names(),
+            ["baseline", "synthetic_tf", "synthetic_fi", "fictional", "fictional_t", "noise"]
+        );
+        let fictional = set.get("fictional").unwrap();
+        assert!(fictional.probe_label(Kind::FictionalT) && fictional.probe_label(Kind::FictionalF));
+        assert!(!fictional.probe_label(Kind::SyntheticTf) && !fictional.probe_label(Kind::Noise));
+        let fict_t = set.get("fictional_t").unwrap();
+        assert!(fict_t.probe_label(Kind::FictionalT) && !fict_t.probe_label(Kind::FictionalF));
+        let noise = set.get("noise").unwrap();
+        assert!(noise.probe_label(Kind::Noise));
+        assert_eq!(noise.context, ContextSource::OtherDomainsTrue);
+        assert!(set.baseline().unwrap().is_baseline());
+        assert_eq!(set.perturbations().count(), 5);
+    }
+
+    #[test]
+    fn user_defined_condition_extends_the_set() {
+        let mut set = ConditionSet::paper();
+        let extra = ConditionSet::from_toml(
+            r#"
+            [[condition]]
+            name = "all_neither"
+            title = "All Neither"
+            probe_true = ["true", "fictional_t", "fictional_f", "synthetic_tf", "synthetic_fi"]
+            context = { from = "kinds", kinds = ["fictional_t", "synthetic_tf"] }
+            "#,
+            "my.toml",
+        )
+        .unwrap();
+        set.extend(extra.conditions).unwrap();
+        let c = set.get("all_neither").unwrap();
+        assert!(c.probe_label(Kind::SyntheticFi));
+        assert!(set.extend(vec![c.clone()]).is_err(), "duplicate names are rejected");
+    }
+
+    #[test]
+    fn bad_conditions_are_named_errors() {
+        let err = ConditionSet::from_toml(
+            "[[condition]]\nname = \"x\"\ntitle = \"X\"\nprobe_true = [\"true\", \"fictionall\"]\ncontext = { from = \"none\" }\n",
+            "cfg.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("cfg.toml") && err.contains("fictionall"), "{err}");
+        let err = ConditionSet::from_toml(
+            "[[condition]]\nname = \"x\"\ntitle = \"X\"\nprobe_true = [\"fictional_t\"]\ncontext = { from = \"none\" }\n",
+            "cfg.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("must include `true`"), "{err}");
+        let err = ConditionSet::paper().get("fictionl").unwrap_err().to_string();
+        assert!(err.contains("unknown condition `fictionl`"), "{err}");
+    }
+}

@@ -14,6 +14,6 @@ pub mod stats;
 
 pub use condition::{Condition, ConditionSet, ContextSource};
 pub use error::DataError;
-pub use load::{Dataset, load_domain, load_all};
+pub use load::{DataRoot, Dataset, load_all, load_domain};
 pub use split::{Split, SplitAssignment, SplitConfig};
 pub use statement::{Domain, Kind, Label, Statement};

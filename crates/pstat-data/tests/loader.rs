@@ -1,0 +1,82 @@
+//! Loader edge cases the upstream files contain, and the errors bad input gets.
+
+use pstat_data::load::{FileRole, parse_csv};
+use pstat_data::{DataRoot, Domain, Kind, load_domain};
+use std::path::Path;
+
+fn parse(text: &str, role: FileRole) -> Result<Vec<pstat_data::Statement>, pstat_data::DataError> {
+    parse_csv(Path::new("data/x.csv"), "trilemma/x.csv", text, Domain::CityLocations, role)
+}
+
+const HEADER: &str = "statement,object_1,object_2,correct_object_2,correct,negation,real_object,category";
+
+#[test]
+fn bom_mixed_booleans_duplicates_and_double_periods() {
+    let text = format!(
+        "\u{feff}{HEADER}\n\
+         The city of Córdoba is located in Argentina.,Córdoba,Argentina,Argentina,TRUE,FALSE,TRUE,cities\n\
+         The city of Córdoba is located in Argentina.,Córdoba,Argentina,Argentina,true,false,true,cities\n\
+         The city of Lima is not located in Peru..,Lima,Peru,Peru,False,True,True,cities\n"
+    );
+    let rows = parse(&text, FileRole::Real).unwrap();
+    assert_eq!(rows.len(), 3, "duplicates are kept: ids and counts depend on them");
+    assert_eq!(rows[0].subject, "Córdoba");
+    assert_eq!(rows[0].kind, Kind::True);
+    assert_eq!(rows[1].id, "x:1");
+    assert_eq!(rows[2].kind, Kind::False);
+    assert!(rows[2].negated);
+    assert!(rows[2].text.ends_with(".."));
+    assert_eq!(rows[2].provenance, "trilemma/x.csv:4");
+}
+
+#[test]
+fn extra_and_reordered_columns_are_tolerated() {
+    let text = "category,real_object,negation,correct,object_2,object_1,statement,freq_1\n\
+                cities,false,false,false,Jamoates,Norminsk,The city of Norminsk is located in Jamoates.,0.0\n";
+    let rows = parse(text, FileRole::SyntheticTf).unwrap();
+    assert_eq!(rows[0].kind, Kind::SyntheticTf);
+    assert_eq!(rows[0].object, "Jamoates");
+}
+
+#[test]
+fn errors_name_file_line_and_field() {
+    let text = format!("{HEADER}\nA.,a,b,b,TRUE,FALSE,TRUE,cities\nB.,a,b,b,maybe,FALSE,TRUE,cities\n");
+    let err = parse(&text, FileRole::Real).unwrap_err().to_string();
+    assert!(err.contains("data/x.csv") && err.contains("line 3") && err.contains("`correct`") && err.contains("maybe"), "{err}");
+
+    let err = parse("statement,object_1\nA.,a\n", FileRole::Real).unwrap_err().to_string();
+    assert!(err.contains("missing required column `object_2`"), "{err}");
+
+    let text = format!("{HEADER}\nA.,a,b,b,TRUE,FALSE,TRUE,cities\nB.,a,b\n");
+    let err = parse(&text, FileRole::Real).unwrap_err().to_string();
+    assert!(err.contains("data/x.csv") && err.contains("line 3"), "{err}");
+
+    let text = format!("{HEADER}\n ,a,b,b,TRUE,FALSE,TRUE,cities\n");
+    let err = parse(&text, FileRole::Real).unwrap_err().to_string();
+    assert!(err.contains("empty statement"), "{err}");
+
+    let text = format!("{HEADER}\nA.,a,b,b,TRUE,FALSE,TRUE,cities\n");
+    let err = parse(&text, FileRole::Fictional).unwrap_err().to_string();
+    assert!(err.contains("real_object"), "{err}");
+}
+
+#[test]
+fn word_definitions_concatenate_three_relations_in_datapack_order() {
+    let data = load_domain(&DataRoot::bundled(), Domain::WordDefinitions).unwrap();
+    let relations: Vec<&str> = data.statements.iter().map(|s| s.relation.as_str()).collect();
+    assert_eq!(relations.iter().filter(|r| **r == "instances").count(), 1500);
+    assert_eq!(relations.iter().filter(|r| **r == "types").count(), 3500);
+    assert_eq!(relations.iter().filter(|r| **r == "synonyms").count(), 3500);
+    assert_eq!(data.statements[0].id, "word_instances:0");
+    assert_eq!(data.statements[1000].id, "word_types:0");
+    assert_eq!(data.statements[5000].id, "word_types_synthetic:0");
+}
+
+#[test]
+fn user_data_directory_errors_when_required_file_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = DataRoot::from_dir(dir.path()).unwrap();
+    let err = load_domain(&root, Domain::CityLocations).unwrap_err().to_string();
+    assert!(err.contains("city_locations.csv") && err.contains("missing"), "{err}");
+    assert!(DataRoot::from_dir(&dir.path().join("nope")).is_err());
+}
