@@ -1,1 +1,16 @@
-//! (being built)
+//! Section 3.3 of the paper: compare the belief set of the baseline Θ0 with that of a
+//! perturbation Θ over held-out True statements.
+//!
+//! - B_true(Θ0) = held-out True statements judged True under Θ0; B_not_true(Θ0) the rest.
+//! - Retractions R = B_true(Θ0) \ B_true(Θ); expansions E = B_true(Θ) \ B_true(Θ0).
+//! - ρ_R = |R| / |B_true(Θ0)|, ρ_E = |E| / |B_not_true(Θ0)|, each with a seeded percentile
+//!   bootstrap interval over the held-out statements. An empty denominator makes a rate
+//!   undefined (`None`), never 0.
+
+pub mod aggregate;
+pub mod belief;
+pub mod table;
+
+pub use aggregate::{AggregateRow, aggregate_across_models};
+pub use belief::{BeliefComparison, Bootstrap, Judgments, Rate, StabilityError, compare};
+pub use table::{MIN_BASELINE_TRUE, RowKey, StabilityRow, read_csv, upsert, write_csv, write_json};
