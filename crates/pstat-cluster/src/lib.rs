@@ -1,1 +1,32 @@
-//! (being built)
+//! Retraction clustering (paper §4.5, Appendix I): PCA → UMAP → HDBSCAN over a hyperparameter
+//! grid scored by Algorithm 1, and contrastive prompts that ask an LLM to name each cluster.
+//!
+//! Everything is single-threaded and seeded (ChaCha8), so a seed fixes every output exactly.
+
+mod eigen;
+pub mod grid;
+pub mod hdbscan;
+pub mod input;
+mod knn;
+pub mod matrix;
+pub mod metrics;
+pub mod mixture;
+pub mod pca;
+pub mod umap;
+
+pub use grid::{ConfigScore, Grid, GridResult, PipelineConfig, run_grid};
+pub use hdbscan::{HdbscanParams, hdbscan};
+pub use matrix::Matrix;
+pub use metrics::{adjusted_rand_index, silhouette};
+pub use pca::pca_scores;
+pub use umap::{UmapParams, umap_embed};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("shape mismatch: {0}")]
+    Shape(String),
+    #[error("non-finite value {value} at row {row}, column {col}")]
+    NonFinite { row: usize, col: usize, value: f64 },
+    #[error("input: {0}")]
+    Input(String),
+}

@@ -1,0 +1,250 @@
+//! Algorithm 1: PCA → UMAP → HDBSCAN over a hyperparameter grid, each configuration scored as
+//! silhouette − 0.25·noise fraction − 0.10 (a non-noise cluster with < 3 points) − 0.05 (< 3
+//! non-noise clusters); the first configuration in grid order with the highest score wins.
+
+use crate::hdbscan::{HdbscanParams, hdbscan};
+use crate::matrix::Matrix;
+use crate::metrics::silhouette;
+use crate::pca::pca_scores;
+use crate::umap::{UmapParams, umap_embed};
+use serde::{Deserialize, Serialize};
+
+/// The hyperparameters of one pipeline run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PipelineConfig {
+    pub pca_dims: usize,
+    pub umap: UmapParams,
+    pub hdbscan: HdbscanParams,
+}
+
+/// The grid: every combination, iterated with PCA outermost and min_samples innermost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Grid {
+    pub pca_dims: Vec<usize>,
+    pub n_neighbors: Vec<usize>,
+    pub min_dist: Vec<f64>,
+    pub n_components: Vec<usize>,
+    pub min_cluster_size: Vec<usize>,
+    pub min_samples: Vec<usize>,
+}
+
+impl Default for Grid {
+    /// 2·3·2·2 = 24 UMAP runs × 3·3 HDBSCAN settings = 216 configurations; a few seconds for a
+    /// few hundred points. min_cluster_size 3 is the smallest size Algorithm 1 does not penalise.
+    fn default() -> Self {
+        Grid {
+            pca_dims: vec![10, 30],
+            n_neighbors: vec![5, 15, 30],
+            min_dist: vec![0.0, 0.1],
+            n_components: vec![2, 5],
+            min_cluster_size: vec![3, 5, 10],
+            min_samples: vec![1, 3, 5],
+        }
+    }
+}
+
+impl Grid {
+    pub fn configs(&self) -> Vec<PipelineConfig> {
+        let mut out = Vec::new();
+        for &pca_dims in &self.pca_dims {
+            for &n_neighbors in &self.n_neighbors {
+                for &min_dist in &self.min_dist {
+                    for &n_components in &self.n_components {
+                        for &min_cluster_size in &self.min_cluster_size {
+                            for &min_samples in &self.min_samples {
+                                out.push(PipelineConfig {
+                                    pca_dims,
+                                    umap: UmapParams {
+                                        n_neighbors,
+                                        min_dist,
+                                        n_components,
+                                    },
+                                    hdbscan: HdbscanParams {
+                                        min_cluster_size,
+                                        min_samples,
+                                    },
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Algorithm 1's score terms for one configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigScore {
+    pub config: PipelineConfig,
+    /// Silhouette on the UMAP embedding over non-noise points; `None` when undefined (< 2
+    /// clusters), in which case the score uses −1, the worst possible silhouette.
+    pub silhouette: Option<f64>,
+    pub noise_fraction: f64,
+    pub n_clusters: usize,
+    pub tiny_penalty: f64,
+    pub few_penalty: f64,
+    pub score: f64,
+}
+
+pub fn score_labels(config: PipelineConfig, embedding: &Matrix, labels: &[i32]) -> ConfigScore {
+    let n = labels.len();
+    let noise = labels.iter().filter(|&&l| l < 0).count();
+    let n_clusters = labels
+        .iter()
+        .copied()
+        .max()
+        .map_or(0, |m| (m + 1).max(0) as usize);
+    let mut sizes = vec![0usize; n_clusters];
+    for &l in labels.iter().filter(|&&l| l >= 0) {
+        sizes[l as usize] += 1;
+    }
+    let s = silhouette(embedding, labels);
+    let noise_fraction = if n == 0 { 1.0 } else { noise as f64 / n as f64 };
+    let tiny_penalty = if sizes.iter().any(|&s| s < 3) {
+        0.10
+    } else {
+        0.0
+    };
+    let few_penalty = if n_clusters < 3 { 0.05 } else { 0.0 };
+    let score = s.unwrap_or(-1.0) - 0.25 * noise_fraction - tiny_penalty - few_penalty;
+    ConfigScore {
+        config,
+        silhouette: s,
+        noise_fraction,
+        n_clusters,
+        tiny_penalty,
+        few_penalty,
+        score,
+    }
+}
+
+/// The selected clustering plus everything needed to report and plot it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GridResult {
+    pub chosen: PipelineConfig,
+    pub chosen_index: usize,
+    pub score: f64,
+    /// Every configuration's score, in grid order.
+    pub scores: Vec<ConfigScore>,
+    /// One label per input row; −1 is noise.
+    pub labels: Vec<i32>,
+    /// 2-D UMAP of the chosen PCA projection with the chosen neighbours/min_dist (the clustering
+    /// embedding itself when it is 2-D), for the scatter figure.
+    pub embedding_2d: Vec<[f64; 2]>,
+    pub seed: u64,
+}
+
+/// Runs Algorithm 1 on the rows of `x`. Every UMAP uses `seed`, so a grid point's result does not
+/// depend on which other grid points run. An empty grid falls back to the default grid.
+pub fn run_grid(x: &Matrix, grid: &Grid, seed: u64) -> GridResult {
+    let mut configs = grid.configs();
+    if configs.is_empty() {
+        configs = Grid::default().configs();
+    }
+    let mut best: Option<(usize, Vec<i32>, Matrix)> = None;
+    let mut scores: Vec<ConfigScore> = Vec::with_capacity(configs.len());
+    let mut cache: Option<((usize, UmapParams), Matrix)> = None;
+    let mut pca_cache: Option<(usize, Matrix)> = None;
+    for (index, &config) in configs.iter().enumerate() {
+        if pca_cache.as_ref().map(|(k, _)| *k) != Some(config.pca_dims) {
+            pca_cache = Some((config.pca_dims, pca_scores(x, config.pca_dims, seed)));
+        }
+        let reduced = &pca_cache.as_ref().expect("set above").1;
+        let key = (config.pca_dims, config.umap);
+        if cache.as_ref().map(|(k, _)| *k) != Some(key) {
+            cache = Some((key, umap_embed(reduced, &config.umap, seed)));
+        }
+        let embedding = &cache.as_ref().expect("set above").1;
+        let labels = hdbscan(embedding, &config.hdbscan);
+        let scored = score_labels(config, embedding, &labels);
+        let better = best
+            .as_ref()
+            .is_none_or(|(b, _, _)| scored.score > scores[*b].score);
+        if better {
+            best = Some((index, labels, embedding.clone()));
+        }
+        scores.push(scored);
+    }
+    let (chosen_index, labels, embedding) = best.expect("the grid has at least one configuration");
+    let chosen = configs[chosen_index];
+    let embedding_2d = if chosen.umap.n_components == 2 {
+        embedding
+    } else {
+        let reduced = pca_scores(x, chosen.pca_dims, seed);
+        umap_embed(
+            &reduced,
+            &UmapParams {
+                n_components: 2,
+                ..chosen.umap
+            },
+            seed,
+        )
+    };
+    GridResult {
+        chosen,
+        chosen_index,
+        score: scores[chosen_index].score,
+        scores,
+        labels,
+        embedding_2d: (0..embedding_2d.rows())
+            .map(|i| [embedding_2d.get(i, 0), embedding_2d.get(i, 1)])
+            .collect(),
+        seed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> PipelineConfig {
+        PipelineConfig {
+            pca_dims: 2,
+            umap: UmapParams {
+                n_neighbors: 5,
+                min_dist: 0.0,
+                n_components: 2,
+            },
+            hdbscan: HdbscanParams {
+                min_cluster_size: 2,
+                min_samples: 1,
+            },
+        }
+    }
+
+    #[test]
+    fn score_applies_algorithm_1_penalties() {
+        let e = Matrix::new(6, 1, vec![0.0, 0.1, 10.0, 10.1, 20.0, 50.0]).unwrap();
+        let s = score_labels(config(), &e, &[0, 0, 1, 1, 2, -1]);
+        assert_eq!(
+            (s.n_clusters, s.tiny_penalty, s.few_penalty),
+            (3, 0.10, 0.0)
+        );
+        assert!((s.noise_fraction - 1.0 / 6.0).abs() < 1e-12);
+        let expected = s.silhouette.unwrap() - 0.25 / 6.0 - 0.10;
+        assert!((s.score - expected).abs() < 1e-12);
+        let all_noise = score_labels(config(), &e, &[-1; 6]);
+        assert_eq!(all_noise.silhouette, None);
+        assert!((all_noise.score - (-1.0 - 0.25 - 0.05)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn tiny_inputs_give_defined_results() {
+        let grid = Grid {
+            pca_dims: vec![5],
+            n_neighbors: vec![15],
+            min_dist: vec![0.1],
+            n_components: vec![5],
+            min_cluster_size: vec![5],
+            min_samples: vec![5],
+        };
+        for n in [0usize, 1, 2, 4] {
+            let x = Matrix::new(n, 3, (0..n * 3).map(|v| v as f64).collect()).unwrap();
+            let r = run_grid(&x, &grid, 0);
+            assert_eq!(r.labels, vec![-1; n]);
+            assert_eq!(r.embedding_2d.len(), n);
+        }
+    }
+}
