@@ -1,1 +1,32 @@
-//! (being built)
+//! Truth probes on per-token activations (paper §3.2, §4.2, Appendices B.1.4 and J).
+//!
+//! - [`SawMilParams`]: the sAwMIL probe (two-stage sparse-aware MIL SVM) with its C search.
+//! - [`MassMeanParams`]: the Mass-Mean probe on last tokens.
+//! - Both fit a [`TrainingSet`] into a [`TrainedProbe`] through [`ProbeParams::fit`]; a
+//!   probe scores a statement's bag of token rows and saves as safetensors.
+//! - [`gaussian_noise_bags`]: the Noise condition's matched Gaussian activation sequences.
+//! - [`auc`]: the veracity-layer criterion.
+//!
+//! Pure Rust, no tensor library: the QP is solved in primal w-space ([`qp`]).
+
+pub mod bags;
+pub mod error;
+pub mod linalg;
+pub mod massmean;
+pub mod metrics;
+pub mod milfile;
+pub mod noise;
+pub mod probe;
+pub mod qp;
+pub mod sawmil;
+pub mod search;
+pub mod standardize;
+
+pub use bags::{Bags, TrainingSet};
+pub use error::{ProbeError, Result};
+pub use massmean::MassMeanParams;
+pub use metrics::{auc, average_precision};
+pub use noise::{gaussian_noise_bags, noise_count};
+pub use probe::{ProbeKind, ProbeParams, TrainedProbe};
+pub use sawmil::{KNOWN_POSITIVES, SawMilParams, SawMilReport};
+pub use standardize::Standardizer;

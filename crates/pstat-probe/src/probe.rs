@@ -1,0 +1,237 @@
+//! The trained linear probe shared by sAwMIL and Mass-Mean, its scoring rule and its file
+//! format.
+//!
+//! File (safetensors, readable with `safetensors.numpy.load_file`):
+//!
+//! | tensor         | dtype | shape | meaning                                        |
+//! |----------------|-------|-------|------------------------------------------------|
+//! | `w`            | F64   | [d]   | unit direction in standardized space           |
+//! | `b`            | F64   | [1]   | bias; decision = x_std·w + b, label = decision > 0 |
+//! | `scaler_mean`  | F64   | [d]   | standardization mean                           |
+//! | `scaler_scale` | F64   | [d]   | standardization scale                          |
+//!
+//! Metadata: `probe` (`sawmil` | `mass-mean`) and, for sAwMIL, `C` and `eta`.
+
+use crate::bags::{Bags, TrainingSet};
+use crate::error::{ProbeError, Result};
+use crate::standardize::Standardizer;
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Fit-predict in the linfa style: parameters fit a training set into a probe.
+pub trait ProbeParams {
+    fn fit(&self, set: &TrainingSet) -> Result<TrainedProbe>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeKind {
+    /// Statement score = max over all its tokens.
+    SawMil,
+    /// Statement score = its last token.
+    MassMean,
+}
+
+impl ProbeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeKind::SawMil => "sawmil",
+            ProbeKind::MassMean => "mass-mean",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainedProbe {
+    pub kind: ProbeKind,
+    /// Unit-norm direction in standardized space.
+    pub direction: Vec<f64>,
+    pub bias: f64,
+    pub scaler: Standardizer,
+    pub c: Option<f64>,
+    pub eta: Option<f64>,
+}
+
+impl TrainedProbe {
+    pub fn dim(&self) -> usize {
+        self.direction.len()
+    }
+
+    /// Decision value of one token row: standardize, then x·w + b.
+    pub fn token_score(&self, row: &[f32]) -> f64 {
+        row.iter()
+            .zip(&self.scaler.mean)
+            .zip(&self.scaler.scale)
+            .zip(&self.direction)
+            .map(|(((&x, m), s), w)| (x as f64 - m) / s * w)
+            .sum::<f64>()
+            + self.bias
+    }
+
+    /// Statement score of a bag (row-major [n × d], n ≥ 1): sAwMIL takes the max over all
+    /// tokens, Mass-Mean the last token.
+    pub fn score(&self, bag: &[f32]) -> f32 {
+        let d = self.dim();
+        let s = match self.kind {
+            ProbeKind::SawMil => bag
+                .chunks_exact(d)
+                .map(|r| self.token_score(r))
+                .fold(f64::NEG_INFINITY, f64::max),
+            ProbeKind::MassMean => self.token_score(&bag[bag.len() - d..]),
+        };
+        s as f32
+    }
+
+    pub fn scores(&self, bags: &Bags) -> Vec<f32> {
+        (0..bags.len()).map(|i| self.score(bags.bag(i))).collect()
+    }
+
+    /// Upstream's default label: strictly positive decision.
+    pub fn label(score: f32) -> i8 {
+        if score > 0.0 { 1 } else { -1 }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let bytes = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let named = [
+            ("w", bytes(&self.direction)),
+            ("b", bytes(&[self.bias])),
+            ("scaler_mean", bytes(&self.scaler.mean)),
+            ("scaler_scale", bytes(&self.scaler.scale)),
+        ];
+        let views = named.iter().map(|(name, data)| {
+            (
+                *name,
+                TensorView::new(Dtype::F64, vec![data.len() / 8], data)
+                    .expect("shape matches data"),
+            )
+        });
+        let mut meta = HashMap::from([("probe".to_string(), self.kind.name().to_string())]);
+        if let Some(c) = self.c {
+            meta.insert("C".into(), c.to_string());
+        }
+        if let Some(eta) = self.eta {
+            meta.insert("eta".into(), eta.to_string());
+        }
+        safetensors::serialize(views, Some(meta)).expect("in-memory safetensors serialization")
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> std::result::Result<Self, String> {
+        let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
+        let meta = header.metadata().clone().unwrap_or_default();
+        let tensors = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
+        let vector = |name: &str| -> std::result::Result<Vec<f64>, String> {
+            let t = tensors
+                .tensor(name)
+                .map_err(|e| format!("tensor `{name}`: {e}"))?;
+            if t.dtype() != Dtype::F64 || t.shape().len() != 1 {
+                return Err(format!(
+                    "tensor `{name}` must be 1-D F64, found {:?} {:?}",
+                    t.dtype(),
+                    t.shape()
+                ));
+            }
+            Ok(t.data()
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect())
+        };
+        let direction = vector("w")?;
+        let b = vector("b")?;
+        let mean = vector("scaler_mean")?;
+        let scale = vector("scaler_scale")?;
+        if b.len() != 1
+            || mean.len() != direction.len()
+            || scale.len() != direction.len()
+            || direction.is_empty()
+        {
+            return Err(format!(
+                "shapes disagree: w [{}], b [{}], scaler_mean [{}], scaler_scale [{}]",
+                direction.len(),
+                b.len(),
+                mean.len(),
+                scale.len()
+            ));
+        }
+        let kind = match meta.get("probe").map(String::as_str) {
+            Some("sawmil") => ProbeKind::SawMil,
+            Some("mass-mean") => ProbeKind::MassMean,
+            other => {
+                return Err(format!(
+                    "metadata `probe` is {other:?}, expected \"sawmil\" or \"mass-mean\""
+                ));
+            }
+        };
+        let number = |key: &str| -> std::result::Result<Option<f64>, String> {
+            meta.get(key)
+                .map(|v| {
+                    v.parse::<f64>()
+                        .map_err(|e| format!("metadata `{key}` = {v:?}: {e}"))
+                })
+                .transpose()
+        };
+        Ok(TrainedProbe {
+            kind,
+            direction,
+            bias: b[0],
+            scaler: Standardizer { mean, scale },
+            c: number("C")?,
+            eta: number("eta")?,
+        })
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        pstat_data::artifact::write_atomic(path, &self.to_bytes()).map_err(|e| ProbeError::File {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Self> {
+        let file_error = |message: String| ProbeError::File {
+            path: path.display().to_string(),
+            message,
+        };
+        let bytes = std::fs::read(path).map_err(|e| file_error(e.to_string()))?;
+        Self::from_bytes(&bytes).map_err(file_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(kind: ProbeKind) -> TrainedProbe {
+        TrainedProbe {
+            kind,
+            direction: vec![1.0, 0.0],
+            bias: -0.5,
+            scaler: Standardizer {
+                mean: vec![1.0, 0.0],
+                scale: vec![2.0, 1.0],
+            },
+            c: Some(0.5),
+            eta: Some(0.2),
+        }
+    }
+
+    #[test]
+    fn sawmil_takes_max_over_all_tokens_mass_mean_the_last() {
+        // Token scores: (x0 − 1)/2 − 0.5 → 0.5, −1.0, 2.0, −0.5.
+        let bag = [3.0f32, 9.0, -1.0, 9.0, 6.0, 9.0, 1.0, 9.0];
+        assert_eq!(probe(ProbeKind::SawMil).score(&bag), 2.0);
+        assert_eq!(probe(ProbeKind::MassMean).score(&bag), -0.5);
+        assert_eq!(TrainedProbe::label(0.0), -1);
+        assert_eq!(TrainedProbe::label(1e-6), 1);
+    }
+
+    #[test]
+    fn file_round_trip() {
+        let p = probe(ProbeKind::SawMil);
+        assert_eq!(TrainedProbe::from_bytes(&p.to_bytes()).unwrap(), p);
+        let mut m = probe(ProbeKind::MassMean);
+        m.c = None;
+        m.eta = None;
+        assert_eq!(TrainedProbe::from_bytes(&m.to_bytes()).unwrap(), m);
+    }
+}

@@ -1,0 +1,463 @@
+//! sAwMIL (sparse-aware multiple-instance learning, Bunescu & Mooney 2007 as patched by the
+//! Trilemma-of-Truth repository), exactly as the upstream notes §4.2–4.8 describe:
+//! standardize → cap bags to 10 instances keeping the known positives → η → stage 1 sMIL QP
+//! on positive-bag means → select positive instances → stage 2 single-instance SVM with C/N →
+//! unit-norm w and the midpoint bias. Deviations from upstream are listed in DEVIATIONS.md.
+
+use crate::bags::TrainingSet;
+use crate::error::{ProbeError, Result, invalid};
+use crate::linalg::{dot, norm};
+use crate::probe::{ProbeKind, ProbeParams, TrainedProbe};
+use crate::qp::{DualProblem, Tolerance, solve};
+use crate::search::search_c;
+use crate::standardize::Standardizer;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// The upstream convention: the last two tokens of a bag are its known positives.
+pub const KNOWN_POSITIVES: usize = 2;
+/// Support vectors are α above this (misvm's `sv_cutoff`).
+const SV_CUTOFF: f64 = 1e-7;
+/// If fewer than this fraction of positive-bag instances are selected, ignore the mask.
+const FALLBACK_FRACTION: f64 = 0.05;
+
+#[derive(Debug, Clone)]
+pub struct SawMilParams {
+    /// `None`: choose C by cross-validation over `c_grid` (upstream `search: True`).
+    pub c: Option<f64>,
+    pub c_grid: Vec<f64>,
+    pub cv_folds: usize,
+    /// Bags used to fit each CV model (the first ones of the fold's training bags).
+    pub cv_bag_limit: usize,
+    /// Bags used for the final fit (the first ones of the training set).
+    pub train_bag_limit: usize,
+    pub max_bag_size: usize,
+    /// Seeds the capping (bag i uses seed + i), the CV shuffle and the solver's order.
+    pub seed: u64,
+    pub tolerance: Tolerance,
+}
+
+impl Default for SawMilParams {
+    fn default() -> Self {
+        SawMilParams {
+            c: None,
+            c_grid: vec![0.05, 0.1, 0.5, 1.0, 10.0],
+            cv_folds: 3,
+            cv_bag_limit: 600,
+            train_bag_limit: 1800,
+            max_bag_size: 10,
+            seed: 42,
+            tolerance: Tolerance::default(),
+        }
+    }
+}
+
+impl SawMilParams {
+    pub fn with_c(mut self, c: f64) -> Self {
+        self.c = Some(c);
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad_c = |c: f64| !(c.is_finite() && c > 0.0);
+        if let Some(c) = self.c.filter(|&c| bad_c(c)) {
+            return invalid(format!("C must be positive and finite, got {c}"));
+        }
+        if self.c.is_none() && (self.c_grid.is_empty() || self.c_grid.iter().any(|&c| bad_c(c))) {
+            return invalid(format!(
+                "C grid must be non-empty positive values, got {:?}",
+                self.c_grid
+            ));
+        }
+        if self.max_bag_size == 0 || self.train_bag_limit == 0 || self.cv_bag_limit == 0 {
+            return invalid("max_bag_size, train_bag_limit and cv_bag_limit must be positive");
+        }
+        if self.c.is_none() && self.cv_folds < 2 {
+            return invalid(format!(
+                "cv_folds must be at least 2, got {}",
+                self.cv_folds
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ProbeParams for SawMilParams {
+    fn fit(&self, set: &TrainingSet) -> Result<TrainedProbe> {
+        Ok(self.fit_report(set)?.probe)
+    }
+}
+
+/// A fitted probe with what the fit decided on the way.
+#[derive(Debug, Clone)]
+pub struct SawMilReport {
+    pub probe: TrainedProbe,
+    pub eta: f64,
+    /// Stage-2 labels of the positive bags' (capped) instances, in bag order: true = +1.
+    pub selected: Vec<bool>,
+    /// The C search, when C was not fixed.
+    pub search: Option<crate::search::CSearch>,
+}
+
+impl SawMilParams {
+    pub fn fit_report(&self, set: &TrainingSet) -> Result<SawMilReport> {
+        self.validate()?;
+        set.require_both_classes("sAwMIL")?;
+        let (c, search) = match self.c {
+            Some(c) => (c, None),
+            None => {
+                let s = search_c(set, self)?;
+                (s.chosen, Some(s))
+            }
+        };
+        let scaler = Standardizer::fit((0..set.len()).map(|i| set.bags.bag(i)), set.bags.dim());
+        let prepared = PreparedBags::new(
+            set,
+            &scaler,
+            self.max_bag_size,
+            self.train_bag_limit,
+            self.seed,
+        );
+        let fit = prepared.fit(c, self)?;
+        Ok(SawMilReport {
+            probe: TrainedProbe {
+                kind: ProbeKind::SawMil,
+                direction: fit.direction,
+                bias: fit.bias,
+                scaler,
+                c: Some(c),
+                eta: Some(prepared.eta),
+            },
+            eta: prepared.eta,
+            selected: fit.selected,
+            search,
+        })
+    }
+}
+
+/// Training bags after standardization and capping, ready for any C.
+pub(crate) struct PreparedBags {
+    dim: usize,
+    pub(crate) eta: f64,
+    /// (label, standardized rows [n × dim], known-positive flags), the first `bag_limit` bags.
+    bags: Vec<(i8, Vec<f64>, Vec<bool>)>,
+}
+
+pub(crate) struct StageTwoFit {
+    pub(crate) direction: Vec<f64>,
+    pub(crate) bias: f64,
+    selected: Vec<bool>,
+}
+
+impl PreparedBags {
+    /// η runs over every bag (positive and negative) after capping, before the bag limit.
+    pub(crate) fn new(
+        set: &TrainingSet,
+        scaler: &Standardizer,
+        max_bag_size: usize,
+        bag_limit: usize,
+        seed: u64,
+    ) -> Self {
+        let dim = set.bags.dim();
+        let (mut known_total, mut size_total) = (0usize, 0usize);
+        let mut bags = Vec::with_capacity(set.len().min(bag_limit));
+        for i in 0..set.len() {
+            let known = set.known(i);
+            let keep = cap_bag(known, max_bag_size, seed.wrapping_add(i as u64));
+            known_total += keep.iter().filter(|&&k| known[k]).count();
+            size_total += keep.len();
+            if i < bag_limit {
+                let raw = set.bags.bag(i);
+                let rows: Vec<f32> = keep
+                    .iter()
+                    .flat_map(|&k| raw[k * dim..(k + 1) * dim].iter().copied())
+                    .collect();
+                bags.push((
+                    set.labels[i],
+                    scaler.transform(&rows),
+                    keep.iter().map(|&k| known[k]).collect(),
+                ));
+            }
+        }
+        PreparedBags {
+            dim,
+            eta: known_total as f64 / size_total as f64,
+            bags,
+        }
+    }
+
+    pub(crate) fn fit(&self, c: f64, params: &SawMilParams) -> Result<StageTwoFit> {
+        let d = self.dim;
+        let (neg, pos): (Vec<_>, Vec<_>) = self.bags.iter().partition(|b| b.0 == -1);
+        if neg.is_empty() || pos.is_empty() {
+            return Err(ProbeError::Invalid(format!(
+                "sAwMIL: the first {} bags hold {} negative and {} positive bags; both are needed",
+                self.bags.len(),
+                neg.len(),
+                pos.len()
+            )));
+        }
+        let neg_rows: Vec<f64> = neg.iter().flat_map(|b| b.1.iter().copied()).collect();
+        let l_n = neg_rows.len() / d;
+        let x_p = pos.len();
+
+        // Stage 1 (sMIL): every negative instance, then every positive bag as the mean of its
+        // instances (misvm's "linear_av" set kernel), margin target 2/|B| − 1.
+        let mut rows = neg_rows.clone();
+        let mut rho = vec![1.0; l_n];
+        for (_, r, _) in &pos {
+            let size = r.len() / d;
+            let mut mean = vec![0.0; d];
+            for row in r.chunks_exact(d) {
+                mean.iter_mut()
+                    .zip(row)
+                    .for_each(|(m, x)| *m += x / size as f64);
+            }
+            rows.extend(mean);
+            rho.push(2.0 / size as f64 - 1.0);
+        }
+        let y: Vec<f64> = (0..l_n)
+            .map(|_| -1.0)
+            .chain((0..x_p).map(|_| 1.0))
+            .collect();
+        let upper: Vec<f64> = (0..l_n)
+            .map(|_| c / l_n as f64)
+            .chain((0..x_p).map(|_| c / x_p as f64))
+            .collect();
+        let problem = DualProblem {
+            rows: &rows,
+            dim: d,
+            y: &y,
+            rho: &rho,
+            upper: &upper,
+        };
+        let stage1 = solve(&problem, params.tolerance, params.seed);
+        // If w₁ = 0 is optimal every instance ties (so all known positives pass the cutoff);
+        // ranking by rounding noise instead would make the selection arbitrary.
+        let w1 = if stage1.is_degenerate(&problem) {
+            vec![0.0; d]
+        } else {
+            stage1.w
+        };
+
+        // Selection: rank positive-bag instances by stage-1 score (the intercept is a
+        // constant shift, so w₁ alone ranks them).
+        let pos_rows: Vec<f64> = pos.iter().flat_map(|b| b.1.iter().copied()).collect();
+        let pos_known: Vec<bool> = pos.iter().flat_map(|b| b.2.iter().copied()).collect();
+        let scores: Vec<f64> = pos_rows.chunks_exact(d).map(|x| dot(x, &w1)).collect();
+        let selected = select_positives(&scores, &pos_known, self.eta, x_p);
+
+        // Stage 2: single-instance SVM over all instances, bound C/N.
+        let l_p = pos_known.len();
+        let n = l_n + l_p;
+        let mut rows = neg_rows;
+        rows.extend_from_slice(&pos_rows);
+        let y: Vec<f64> = (0..l_n)
+            .map(|_| -1.0)
+            .chain(selected.iter().map(|&s| if s { 1.0 } else { -1.0 }))
+            .collect();
+        let upper = vec![c / n as f64; n];
+        let rho = vec![1.0; n];
+        let problem = DualProblem {
+            rows: &rows,
+            dim: d,
+            y: &y,
+            rho: &rho,
+            upper: &upper,
+        };
+        let stage2 = solve(&problem, params.tolerance, params.seed);
+        if stage2.is_degenerate(&problem) {
+            return Err(ProbeError::Degenerate(format!(
+                "stage 2: w = 0 is optimal at C = {c} (every instance scores the same)"
+            )));
+        }
+        let (direction, bias) = linearize(&rows, d, &y, &stage2.alpha, &stage2.w, c)?;
+        Ok(StageTwoFit {
+            direction,
+            bias,
+            selected,
+        })
+    }
+}
+
+/// Rows kept when a bag is capped to `max` instances: all known positives stay; the other
+/// `max − known` are sampled without replacement from the unknown rows, in the sampler's
+/// order, followed by the known rows in bag order. With the known positives being the last
+/// K rows this is upstream's `process_single_bag`. Bags within the cap are unchanged.
+pub fn cap_bag(known: &[bool], max: usize, seed: u64) -> Vec<usize> {
+    let n = known.len();
+    if n <= max {
+        return (0..n).collect();
+    }
+    let mut unknown: Vec<usize> = (0..n).filter(|&k| !known[k]).collect();
+    let known_rows = (0..n).filter(|&k| known[k]);
+    let take = max.saturating_sub(n - unknown.len()).min(unknown.len());
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for k in 0..take {
+        let j = rng.random_range(k..unknown.len());
+        unknown.swap(k, j);
+    }
+    unknown.truncate(take);
+    unknown.extend(known_rows);
+    unknown
+}
+
+/// Stage-2 labels for the positive bags' instances (notes §4.6): n = round(η·L_p), clamped
+/// to [X_p, L_p]; an instance is positive iff its score is at least the n-th largest score
+/// (ties included) and it is a known positive. If that selects fewer than 5% of L_p, the mask
+/// is ignored.
+pub fn select_positives(
+    scores: &[f64],
+    known: &[bool],
+    eta: f64,
+    positive_bags: usize,
+) -> Vec<bool> {
+    let l_p = scores.len();
+    if l_p == 0 {
+        return Vec::new();
+    }
+    let n = ((l_p as f64 * eta).round_ties_even() as usize)
+        .min(l_p)
+        .max(positive_bags)
+        .min(l_p);
+    let mut sorted = scores.to_vec();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    let cutoff = sorted[n.max(1) - 1];
+    let masked: Vec<bool> = scores
+        .iter()
+        .zip(known)
+        .map(|(&s, &k)| s >= cutoff && k)
+        .collect();
+    if (masked.iter().filter(|&&m| m).count() as f64) < FALLBACK_FRACTION * l_p as f64 {
+        return scores.iter().map(|&s| s >= cutoff).collect();
+    }
+    masked
+}
+
+/// Upstream `linearize(normalize=True)`: ŵ = w/‖w‖ and b = −½(mean over positive SVs of
+/// x·ŵ + mean over negative SVs of x·ŵ). SVs are sv_cutoff < α < C − sv_cutoff, compared
+/// with the unscaled C as upstream (so in practice every SV counts).
+fn linearize(
+    rows: &[f64],
+    d: usize,
+    y: &[f64],
+    alpha: &[f64],
+    w: &[f64],
+    c: f64,
+) -> Result<(Vec<f64>, f64)> {
+    let len = norm(w);
+    if !(len > 0.0 && len.is_finite()) {
+        return Err(ProbeError::Degenerate(format!(
+            "stage-2 weight vector has norm {len}"
+        )));
+    }
+    let unit: Vec<f64> = w.iter().map(|v| v / len).collect();
+    let (mut sum, mut count) = ([0.0f64; 2], [0usize; 2]);
+    for (i, x) in rows.chunks_exact(d).enumerate() {
+        if alpha[i] > SV_CUTOFF && alpha[i] < c - SV_CUTOFF {
+            let class = usize::from(y[i] > 0.0);
+            sum[class] += dot(x, &unit);
+            count[class] += 1;
+        }
+    }
+    if count[0] == 0 || count[1] == 0 {
+        return Err(ProbeError::Degenerate(format!(
+            "stage 2 has {} negative and {} positive support vectors; the midpoint bias needs both",
+            count[0], count[1]
+        )));
+    }
+    let bias = -0.5 * (sum[1] / count[1] as f64 + sum[0] / count[0] as f64);
+    Ok((unit, bias))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capping_keeps_known_positives_last_and_is_seeded() {
+        let known: Vec<bool> = (0..30).map(|j| j >= 28).collect();
+        let kept = cap_bag(&known, 10, 7);
+        assert_eq!(kept.len(), 10);
+        assert_eq!(&kept[8..], &[28, 29]);
+        assert!(kept[..8].iter().all(|&k| k < 28));
+        let mut distinct = kept.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 10);
+        assert_eq!(kept, cap_bag(&known, 10, 7));
+        assert_ne!(kept, cap_bag(&known, 10, 8));
+        assert_eq!(cap_bag(&known[..9], 10, 7), (0..9).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn selection_uses_nth_largest_with_ties_and_mask() {
+        // L_p = 10, η = 0.3 → n = 3; cutoff = 3rd largest = 0.8 (tied twice).
+        let scores = [0.1, 0.9, 0.8, 0.8, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7];
+        let known = [
+            false, true, true, false, false, false, false, false, false, true,
+        ];
+        let sel = select_positives(&scores, &known, 0.3, 2);
+        let expect = [
+            false, true, true, false, false, false, false, false, false, false,
+        ];
+        assert_eq!(sel, expect);
+    }
+
+    #[test]
+    fn selection_floor_is_number_of_positive_bags() {
+        // round(10·0.1) = 1 but 4 positive bags → n = 4 → cutoff 0.6.
+        let scores = [0.1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.0];
+        let known = [true; 10];
+        let sel = select_positives(&scores, &known, 0.1, 4);
+        assert_eq!(sel.iter().filter(|&&s| s).count(), 4);
+        assert!(sel[1] && sel[2] && sel[3] && sel[4]);
+    }
+
+    #[test]
+    fn selection_falls_back_when_mask_leaves_under_five_percent() {
+        // 40 instances, n = 4 top scores; the known positives are all low-scoring, so the
+        // mask selects 0 < 0.05·40 = 2 and the threshold alone decides.
+        let scores: Vec<f64> = (0..40).map(|k| k as f64).collect();
+        let known: Vec<bool> = (0..40).map(|k| k < 2).collect();
+        let sel = select_positives(&scores, &known, 0.1, 1);
+        let chosen: Vec<usize> = (0..40).filter(|&k| sel[k]).collect();
+        assert_eq!(chosen, vec![36, 37, 38, 39]);
+        // One known positive among the top 4 selects 1 < 2: still the fallback.
+        let mut known = known;
+        known[39] = true;
+        assert_eq!(
+            select_positives(&scores, &known, 0.1, 1)
+                .iter()
+                .filter(|&&s| s)
+                .count(),
+            4
+        );
+        // Two known positives in the top 4 reach 2 ≥ 2: the mask holds.
+        known[38] = true;
+        let sel = select_positives(&scores, &known, 0.1, 1);
+        assert_eq!(
+            (0..40).filter(|&k| sel[k]).collect::<Vec<_>>(),
+            vec![38, 39]
+        );
+    }
+
+    #[test]
+    fn eta_counts_known_positives_over_capped_sizes_of_all_bags() {
+        use crate::bags::Bags;
+        // Bag sizes 3, 12 (capped to 10), 4 with the last two known: η = 6 / 17.
+        let sizes = [3usize, 12, 4];
+        let mut offsets = vec![0];
+        for s in sizes {
+            offsets.push(offsets.last().unwrap() + s);
+        }
+        let values: Vec<f32> = (0..19).map(|k| k as f32).collect();
+        let set =
+            TrainingSet::with_last_known(Bags::new(1, values, offsets).unwrap(), vec![1, -1, 1], 2)
+                .unwrap();
+        let scaler = Standardizer::fit(std::iter::once(set.bags.values()), 1);
+        let prepared = PreparedBags::new(&set, &scaler, 10, 1, 42);
+        assert!((prepared.eta - 6.0 / 17.0).abs() < 1e-15);
+        assert_eq!(prepared.bags.len(), 1);
+    }
+}
