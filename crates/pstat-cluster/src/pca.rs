@@ -30,8 +30,8 @@ pub fn pca_scores(x: &Matrix, k: usize, seed: u64) -> Matrix {
                 if ra == 0.0 {
                     continue;
                 }
-                for (b, &rb) in r.iter().enumerate().skip(a) {
-                    cov.set(a, b, cov.get(a, b) + ra * rb);
+                for (c, &rb) in cov.row_mut(a)[a..].iter_mut().zip(&r[a..]) {
+                    *c += ra * rb;
                 }
             }
         }
