@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, name: &str) -> Result<T, String> {
-    args.get(i).ok_or(format!("missing {name}"))?.parse().map_err(|_| format!("bad {name}: {}", args[i]))
+    args.get(i)
+        .ok_or(format!("missing {name}"))?
+        .parse()
+        .map_err(|_| format!("bad {name}: {}", args[i]))
 }
 
 fn main() -> Result<(), String> {
@@ -33,7 +36,11 @@ fn main() -> Result<(), String> {
     let start = Instant::now();
     let result = run_grid(&x, &grid, seed);
     let seconds = start.elapsed().as_secs_f64();
-    let summary = serde_json_line(adjusted_rand_index(&truth, &result.labels), seconds, &result);
+    let summary = serde_json_line(
+        adjusted_rand_index(&truth, &result.labels),
+        seconds,
+        &result,
+    );
     println!("{summary}");
     Ok(())
 }

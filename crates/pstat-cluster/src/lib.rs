@@ -3,6 +3,7 @@
 //!
 //! Everything is single-threaded and seeded (ChaCha8), so a seed fixes every output exactly.
 
+pub mod contrast;
 mod eigen;
 pub mod grid;
 pub mod hdbscan;
