@@ -1,13 +1,91 @@
-use clap::Subcommand;
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use pstat_data::split::exclusive_split;
+use pstat_data::{DataRoot, Domain, SplitConfig, load_all, load_domain, stats};
+use std::path::PathBuf;
+
+/// Where statements come from: the bundled copy unless `--data DIR` names a folder laid out
+/// like the repo's `data/` (trilemma/, fictional/, synthetic_fi/).
+#[derive(Args, Clone, Debug, Default)]
+pub struct DataArgs {
+    /// Data folder (default: the data bundled in this binary).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+}
+
+impl DataArgs {
+    pub fn root(&self) -> anyhow::Result<DataRoot> {
+        Ok(DataRoot::open(self.data.as_deref())?)
+    }
+}
 
 #[derive(Subcommand)]
 pub enum DataCommand {
     /// Table 1: statements per domain and kind (affirmative / negated).
-    Stats,
+    Stats {
+        /// Print JSON: {"city_locations": {"true": {"affirmative": .., "negated": .., "total": ..}, ...}, ...}.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        data: DataArgs,
+    },
+    /// Build the exclusive train / calibration / test split (55 / 20 / 25) of each domain.
+    Split {
+        /// Seed of the split.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Domains to split (default: all three).
+        #[arg(long, value_delimiter = ',')]
+        domains: Vec<Domain>,
+        /// Output folder: one `<domain>.json` per domain with the ids of each split.
+        #[arg(long, default_value = "splits")]
+        out: PathBuf,
+        #[command(flatten)]
+        data: DataArgs,
+    },
+    #[command(flatten)]
+    Generate(super::generate::GenerateCommand),
 }
 
 pub fn run(command: DataCommand) -> anyhow::Result<()> {
     match command {
-        DataCommand::Stats => Ok(()),
+        DataCommand::Generate(c) => super::generate::run(c),
+        DataCommand::Stats { json, data } => {
+            let table = stats::table1(&load_all(&data.root()?)?);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&table)?);
+            } else {
+                print!("{}", stats::render_table1(&table));
+            }
+            Ok(())
+        }
+        DataCommand::Split {
+            seed,
+            domains,
+            out,
+            data,
+        } => {
+            let root = data.root()?;
+            let domains = if domains.is_empty() { Domain::ALL.to_vec() } else { domains };
+            for domain in domains {
+                let dataset = load_domain(&root, domain)?;
+                let split = exclusive_split(&dataset, SplitConfig { seed, ..SplitConfig::default() })?;
+                let path = out.join(format!("{domain}.json"));
+                pstat_data::artifact::write_json_atomic(&path, &split)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                let n = dataset.statements.len() as f64;
+                println!(
+                    "{domain}: train {} ({:.1}%), calibration {} ({:.1}%), test {} ({:.1}%) -> {}",
+                    split.train.len(),
+                    100.0 * split.train.len() as f64 / n,
+                    split.calibration.len(),
+                    100.0 * split.calibration.len() as f64 / n,
+                    split.test.len(),
+                    100.0 * split.test.len() as f64 / n,
+                    path.display()
+                );
+            }
+            Ok(())
+        }
     }
 }
