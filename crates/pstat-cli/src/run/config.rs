@@ -1,0 +1,277 @@
+//! The run config (TOML). Its defaults are the paper's protocol on the embedded models; every
+//! random choice of a run is derived from `seed`, and the config's hash is recorded in every
+//! artifact's manifest.
+
+use anyhow::{Context, bail};
+use pstat_data::condition::Condition;
+use pstat_data::{ConditionSet, Domain, SplitConfig};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunConfig {
+    /// Master seed: splits, context draws, capping, CV folds, noise and bootstraps derive from it.
+    pub seed: u64,
+    /// Registry names (`smollm2-135m-instruct`, `gemma-3-270m`) or paths to GGUF files.
+    pub models: Vec<String>,
+    pub domains: Vec<Domain>,
+    /// Optional data folder laid out like the repo's `data/` (default: bundled data).
+    pub data: Option<String>,
+    pub splits: SplitShares,
+    /// At most this many held-out True test statements per domain (None = all). `--quick`
+    /// subsamples; the paper uses all.
+    pub test_limit: Option<usize>,
+    pub representational: Representational,
+    pub behavioral: Behavioral,
+    pub familiarity: Familiarity,
+    pub clustering: Clustering,
+    /// Conditions added to Table 2's six, in the same form as the built-in ones.
+    pub condition: Vec<Condition>,
+    /// Bootstrap resamples for every interval.
+    pub bootstrap_resamples: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SplitShares {
+    pub test: f64,
+    pub calibration: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Representational {
+    pub enabled: bool,
+    /// `sawmil` and/or `mass_mean`.
+    pub probes: Vec<String>,
+    /// Offsets from the veracity layer (Appendix F uses −2..=2).
+    pub layer_offsets: Vec<i64>,
+    /// Offsets evaluated for the Mass-Mean probe (the paper reports it at the veracity layer).
+    pub mass_mean_layer_offsets: Vec<i64>,
+    /// Fix the veracity layer per model instead of selecting it on the calibration split.
+    pub veracity_layer: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Behavioral {
+    pub enabled: bool,
+    /// Context sizes; the paper's main result uses 100, Appendix G adds 20 and 50.
+    pub k: Vec<usize>,
+    /// `empty` (the paper's Θ0) and/or `true` (K True training statements; Appendix G).
+    pub baselines: Vec<String>,
+    /// `chat` and/or `plain`; chat applies to chat models only.
+    pub formats: Vec<String>,
+    /// Extra independent context draws per Θ (beyond the paper's single draw).
+    pub resamples: usize,
+    /// Also score draw 0's statements in a permuted order (noise floor of the judgment).
+    pub shuffle_control: bool,
+    /// Score on an OpenAI-compatible completions server instead of in-process.
+    pub backend: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Familiarity {
+    pub enabled: bool,
+    /// Pairs sampled per kind for the within-group distance (Fig. 2d).
+    pub distance_pairs: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Clustering {
+    pub enabled: bool,
+    /// OpenAI-compatible chat endpoint that names the clusters (optional).
+    pub labeler: Option<String>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            seed: 42,
+            models: vec!["smollm2-135m-instruct".into(), "gemma-3-270m".into()],
+            domains: Domain::ALL.to_vec(),
+            data: None,
+            splits: SplitShares::default(),
+            test_limit: None,
+            representational: Representational::default(),
+            behavioral: Behavioral::default(),
+            familiarity: Familiarity::default(),
+            clustering: Clustering::default(),
+            condition: Vec::new(),
+            bootstrap_resamples: 1000,
+        }
+    }
+}
+
+impl Default for SplitShares {
+    fn default() -> Self {
+        let d = SplitConfig::default();
+        SplitShares {
+            test: d.test,
+            calibration: d.calibration,
+        }
+    }
+}
+
+impl Default for Representational {
+    fn default() -> Self {
+        Representational {
+            enabled: true,
+            probes: vec!["sawmil".into(), "mass_mean".into()],
+            layer_offsets: vec![-2, -1, 0, 1, 2],
+            mass_mean_layer_offsets: vec![0],
+            veracity_layer: None,
+        }
+    }
+}
+
+impl Default for Behavioral {
+    fn default() -> Self {
+        Behavioral {
+            enabled: true,
+            k: vec![100],
+            baselines: vec!["empty".into(), "true".into()],
+            formats: vec!["chat".into(), "plain".into()],
+            resamples: 0,
+            shuffle_control: false,
+            backend: None,
+        }
+    }
+}
+
+impl Default for Familiarity {
+    fn default() -> Self {
+        Familiarity {
+            enabled: true,
+            distance_pairs: 5000,
+        }
+    }
+}
+
+impl Default for Clustering {
+    fn default() -> Self {
+        Clustering {
+            enabled: true,
+            labeler: None,
+        }
+    }
+}
+
+impl RunConfig {
+    pub fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let config: RunConfig =
+            toml::from_str(&text).with_context(|| format!("{}: invalid run config", path.display()))?;
+        config.validate().with_context(|| format!("{}", path.display()))?;
+        Ok(config)
+    }
+
+    /// The documented `--quick` preset: 200 held-out True statements per domain, K = 20, the
+    /// veracity layer only, sAwMIL only, the empty baseline and each model's default format.
+    pub fn quick(mut self) -> Self {
+        self.test_limit = Some(200);
+        self.behavioral.k = vec![20];
+        self.behavioral.baselines = vec!["empty".into()];
+        self.behavioral.formats = vec!["chat".into()];
+        self.representational.layer_offsets = vec![0];
+        self.representational.probes = vec!["sawmil".into()];
+        self.representational.mass_mean_layer_offsets = vec![];
+        self.bootstrap_resamples = 200;
+        self.familiarity.distance_pairs = 1000;
+        self
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.models.is_empty() {
+            bail!("`models` is empty");
+        }
+        if self.domains.is_empty() {
+            bail!("`domains` is empty");
+        }
+        for p in &self.representational.probes {
+            if p != "sawmil" && p != "mass_mean" {
+                bail!("representational.probes: unknown probe `{p}` (expected sawmil or mass_mean)");
+            }
+        }
+        for b in &self.behavioral.baselines {
+            if b != "empty" && b != "true" {
+                bail!("behavioral.baselines: unknown baseline `{b}` (expected empty or true)");
+            }
+        }
+        for f in &self.behavioral.formats {
+            if f != "chat" && f != "plain" {
+                bail!("behavioral.formats: unknown format `{f}` (expected chat or plain)");
+            }
+        }
+        if self.behavioral.k.contains(&0) {
+            bail!("behavioral.k: context sizes must be positive");
+        }
+        self.conditions()?;
+        Ok(())
+    }
+
+    /// Table 2 plus the user's conditions.
+    pub fn conditions(&self) -> anyhow::Result<ConditionSet> {
+        let mut set = ConditionSet::paper();
+        set.extend(self.condition.clone())?;
+        Ok(set)
+    }
+
+    pub fn split_config(&self) -> SplitConfig {
+        SplitConfig {
+            seed: self.seed,
+            test: self.splits.test,
+            calibration: self.splits.calibration,
+        }
+    }
+
+    /// sha256 of the canonical JSON form: the identity of a run's settings.
+    pub fn hash(&self) -> String {
+        pstat_data::artifact::sha256_hex(&serde_json::to_vec(self).expect("config serializes"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_paper_protocol() {
+        let c = RunConfig::default();
+        assert_eq!(c.behavioral.k, [100]);
+        assert_eq!(c.representational.layer_offsets, [-2, -1, 0, 1, 2]);
+        assert_eq!((c.splits.test, c.splits.calibration), (0.25, 0.20));
+        assert_eq!(c.conditions().unwrap().names().len(), 6);
+    }
+
+    #[test]
+    fn toml_round_trip_and_user_condition() {
+        let text = r#"
+            seed = 7
+            models = ["smollm2-135m-instruct"]
+            domains = ["city_locations"]
+            [behavioral]
+            k = [20, 50, 100]
+            [[condition]]
+            name = "synthetic_all"
+            title = "Synthetic (all)"
+            probe_true = ["true", "synthetic_tf", "synthetic_fi"]
+            context = { from = "kinds", kinds = ["synthetic_tf", "synthetic_fi"] }
+        "#;
+        let c: RunConfig = toml::from_str(text).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.conditions().unwrap().names().len(), 7);
+        assert_eq!(c.behavioral.baselines, ["empty", "true"], "unset fields keep defaults");
+        assert_ne!(c.hash(), RunConfig::default().hash());
+    }
+
+    #[test]
+    fn unknown_fields_and_values_are_errors() {
+        assert!(toml::from_str::<RunConfig>("sed = 1").is_err());
+        let c: RunConfig = toml::from_str("[behavioral]\nformats = [\"chatt\"]").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("chatt"));
+    }
+}
