@@ -27,12 +27,15 @@ enum Command {
     /// Inspect, split and generate the statement data.
     #[command(subcommand)]
     Data(cmd::data::DataCommand),
+    /// Cluster points with PCA → UMAP → HDBSCAN, choosing hyperparameters by Algorithm 1.
+    Cluster(cmd::cluster::ClusterArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Data(c) => cmd::data::run(c),
+        Command::Cluster(a) => cmd::cluster::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

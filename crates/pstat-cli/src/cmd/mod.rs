@@ -1,2 +1,3 @@
 //! One module per subcommand. Each exposes clap argument types and a `run` function.
+pub mod cluster;
 pub mod data;
