@@ -14,7 +14,7 @@ import json
 import sys
 
 import numpy as np
-from cvxopt import matrix, solvers
+from cvxopt import matrix, solvers, spmatrix
 
 solvers.options["show_progress"] = False
 SV_CUTOFF = 1e-7
@@ -31,9 +31,10 @@ def qp(z, y, rho, upper):
     """min 1/2 a^T (yy^T * ZZ^T) a - rho^T a, 0 <= a <= upper, y^T a = 0."""
     n = len(y)
     h_mat = np.outer(y, y) * (z @ z.T)
-    g = np.vstack([-np.eye(n), np.eye(n)])
+    # G = [-I; I] as a sparse matrix (same constraints as misvm's dense G, much cheaper).
+    g = spmatrix([-1.0] * n + [1.0] * n, list(range(2 * n)), list(range(n)) * 2)
     h = np.concatenate([np.zeros(n), upper])
-    sol = solvers.qp(matrix(h_mat), matrix(-rho.astype(float)), matrix(g), matrix(h),
+    sol = solvers.qp(matrix(h_mat), matrix(-rho.astype(float)), g, matrix(h),
                      matrix(y.astype(float)[None, :]), matrix(0.0))
     return np.array(sol["x"]).ravel()
 
@@ -89,11 +90,14 @@ def sawmil_scores(fit, x, offsets):
     return np.array([proj[offsets[i]:offsets[i + 1]].max() for i in range(len(offsets) - 1)])
 
 
-def synthetic_bags(rng, n_bags, dim, min_len, max_len, signal=3.0):
-    """Bags of Gaussian rows; positive bags carry `signal` along a fixed direction in one or
-    both of their last two rows (the known positives)."""
+def random_direction(rng, dim):
     direction = rng.normal(size=dim)
-    direction /= np.linalg.norm(direction)
+    return direction / np.linalg.norm(direction)
+
+
+def synthetic_bags(rng, n_bags, dim, min_len, max_len, direction, signal=3.0):
+    """Bags of Gaussian rows; positive bags carry `signal` along `direction` in one or both
+    of their last two rows (the known positives)."""
     rows, offsets, y, intra = [], [0], [], []
     for i in range(n_bags):
         length = int(rng.integers(min_len, max_len + 1))
@@ -138,7 +142,7 @@ def write_fixtures(out_dir):
     rng = np.random.default_rng(20240611)
     problems = []
     for n_bags, dim, c in [(30, 5, 1.0), (48, 10, 5.0), (60, 20, 10.0)]:
-        x, offsets, y, intra = synthetic_bags(rng, n_bags, dim, 4, 10)
+        x, offsets, y, intra = synthetic_bags(rng, n_bags, dim, 4, 10, random_direction(rng, dim))
         fit = sawmil_fit(x, offsets, y, intra, c)
         problems.append(dict(
             dim=dim, c=c, x=x.ravel().tolist(), offsets=offsets.tolist(), y=y.tolist(),
