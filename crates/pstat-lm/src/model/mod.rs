@@ -1,0 +1,407 @@
+//! The forward pass: a decoder built from a GGUF file with every weight dequantized to f32 at
+//! load ("exact mode": candle's Q4_1/Q5_0 CPU kernels are scalar and far slower than f32
+//! gemm, and f32 weights make the results comparable with llama.cpp on an F32 re-quantized
+//! file), run over packed batches of sequences that all continue one cached prefix.
+//!
+//! One file per architecture ([`llama`], [`gemma3`]) wires the shared sublayers of
+//! [`layers`]; [`attention`] and [`ops`] hold the kernels.
+
+pub mod attention;
+pub mod gemma3;
+pub mod layers;
+pub mod llama;
+pub mod ops;
+
+use crate::gguf::{Arch, GgufError, GgufFile, ModelConfig};
+use attention::{LayerKv, Packing};
+use candle_core::Device;
+use ops::{Matrix, RopeTable, linear, rms_norm};
+use std::fs::File;
+use std::io::BufReader;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error("{path}: tensor `{name}`: {detail}")]
+    Tensor {
+        path: String,
+        name: String,
+        detail: String,
+    },
+    #[error(
+        "layer {layer} does not exist: the model has {n_layers} blocks (valid layers: 0 = embeddings ..= {n_layers})"
+    )]
+    LayerOutOfRange { layer: usize, n_layers: usize },
+    #[error(
+        "sequence {index} is {len} tokens{prefix}, longer than the model's context of {context} tokens"
+    )]
+    TooLong {
+        index: usize,
+        len: usize,
+        prefix: String,
+        context: usize,
+    },
+    #[error("sequence {index} is empty")]
+    EmptySequence { index: usize },
+    #[error("sequence {index}: token id {id} is outside the vocabulary of {vocab} tokens")]
+    TokenOutOfRange { index: usize, id: u32, vocab: usize },
+}
+
+/// Reads tensors of one GGUF file, dequantized to f32, checking their shapes.
+pub struct Loader<'a> {
+    file: &'a GgufFile,
+    reader: BufReader<File>,
+}
+
+impl<'a> Loader<'a> {
+    pub fn new(file: &'a GgufFile) -> Result<Self, ModelError> {
+        Ok(Self {
+            file,
+            reader: file.reader()?,
+        })
+    }
+
+    fn tensor_error(&self, name: &str, detail: String) -> ModelError {
+        ModelError::Tensor {
+            path: self.file.path().display().to_string(),
+            name: name.to_string(),
+            detail,
+        }
+    }
+
+    /// Tensor `name` as f32, with its expected dimensions (outermost first).
+    fn read(&mut self, name: &str, dims: &[usize]) -> Result<Vec<f32>, ModelError> {
+        let tensor = self
+            .file
+            .tensor_with(&mut self.reader, name, &Device::Cpu)?;
+        if tensor.shape().dims() != dims {
+            let found = tensor.shape().dims().to_vec();
+            return Err(self.tensor_error(name, format!("shape {found:?}, expected {dims:?}")));
+        }
+        tensor
+            .dequantize(&Device::Cpu)
+            .and_then(|t| t.flatten_all())
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(|e| self.tensor_error(name, format!("cannot dequantize: {e}")))
+    }
+
+    /// A weight matrix stored `rows × cols` (ggml: `[cols, rows]`).
+    pub fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
+        Ok(Matrix::new(rows, cols, self.read(name, &[rows, cols])?))
+    }
+
+    pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+        self.read(name, &[len])
+    }
+}
+
+/// Per-forward facts every block needs: where sequences lie, each row's position, RoPE tables.
+pub struct BlockContext {
+    pub packing: Packing,
+    pub positions: Vec<usize>,
+    ropes: Vec<(f32, RopeTable)>,
+}
+
+impl BlockContext {
+    /// The RoPE table of `base` (built for every base the model uses).
+    pub fn rope(&self, base: f32) -> &RopeTable {
+        &self
+            .ropes
+            .iter()
+            .find(|(b, _)| *b == base)
+            .expect("a RoPE table is built for every block's base")
+            .1
+    }
+}
+
+#[derive(Debug)]
+enum Blocks {
+    Llama(Vec<llama::Block>),
+    Gemma3(Vec<gemma3::Block>),
+}
+
+impl Blocks {
+    fn rope_bases(&self) -> Vec<f32> {
+        let mut bases: Vec<f32> = match self {
+            Blocks::Llama(b) => b.iter().map(|b| b.rope_base()).collect(),
+            Blocks::Gemma3(b) => b.iter().map(|b| b.rope_base()).collect(),
+        };
+        bases.sort_by(f32::total_cmp);
+        bases.dedup();
+        bases
+    }
+
+    fn forward(
+        &self,
+        layer: usize,
+        x: &mut [f32],
+        ctx: &BlockContext,
+        prefix: Option<&LayerKv>,
+    ) -> LayerKv {
+        match self {
+            Blocks::Llama(b) => b[layer].forward(x, ctx, prefix),
+            Blocks::Gemma3(b) => b[layer].forward(x, ctx, prefix),
+        }
+    }
+}
+
+/// Which rows of the batch leave the model through the final norm (for logits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinalRows {
+    None,
+    /// The last row of each sequence.
+    Last,
+    All,
+}
+
+/// What one forward pass computes.
+#[derive(Debug, Clone)]
+pub struct ForwardPlan<'a> {
+    /// Residual-stream layers to return: 0 = embeddings, i = output of block i.
+    pub capture: &'a [usize],
+    pub final_rows: FinalRows,
+    /// Return every layer's keys and values (to build a prefix cache).
+    pub keep_kv: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ForwardOutput {
+    /// One `[rows × hidden]` matrix per entry of `plan.capture`, in that order.
+    pub captured: Vec<Vec<f32>>,
+    /// `[selected rows × hidden]` after the final norm.
+    pub final_hidden: Vec<f32>,
+    /// Every layer's keys and values when `plan.keep_kv`.
+    pub kv: Vec<LayerKv>,
+}
+
+/// A computed shared prefix: every layer's keys and values for its tokens, and the final-norm
+/// output of its last token (the next-token distribution after the prefix alone).
+#[derive(Debug, Clone)]
+pub struct PrefixCache {
+    pub tokens: Vec<u32>,
+    pub kv: Vec<LayerKv>,
+    pub last_hidden: Vec<f32>,
+}
+
+impl PrefixCache {
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+}
+
+/// A decoder with f32 weights.
+#[derive(Debug)]
+pub struct Model {
+    config: ModelConfig,
+    /// `vocab × hidden`; also the LM head when the file ties them.
+    embeddings: Matrix,
+    /// `vocab × hidden` when the file has its own `output.weight`.
+    lm_head: Option<Matrix>,
+    blocks: Blocks,
+    output_norm: Vec<f32>,
+}
+
+impl Model {
+    pub fn load(file: &GgufFile) -> Result<Self, ModelError> {
+        let config = file.config()?;
+        let mut loader = Loader::new(file)?;
+        let (vocab, hidden) = (config.vocab_size, config.hidden);
+        let embeddings = loader.matrix("token_embd.weight", vocab, hidden)?;
+        let lm_head = if config.tied_embeddings {
+            None
+        } else {
+            Some(loader.matrix("output.weight", vocab, hidden)?)
+        };
+        let blocks = match config.arch {
+            Arch::Llama | Arch::Qwen2 => Blocks::Llama(
+                (0..config.n_layers)
+                    .map(|i| llama::Block::load(&mut loader, i, &config))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Arch::Gemma3 => Blocks::Gemma3(
+                (0..config.n_layers)
+                    .map(|i| gemma3::Block::load(&mut loader, i, &config))
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
+        let output_norm = loader.vector("output_norm.weight", hidden)?;
+        Ok(Self {
+            config,
+            embeddings,
+            lm_head,
+            blocks,
+            output_norm,
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Checks a batch before running it: non-empty, in-vocabulary, within the context.
+    pub fn check(&self, sequences: &[&[u32]], prefix_len: usize) -> Result<(), ModelError> {
+        let vocab = self.config.vocab_size;
+        for (index, seq) in sequences.iter().enumerate() {
+            if seq.is_empty() {
+                return Err(ModelError::EmptySequence { index });
+            }
+            if let Some(&id) = seq.iter().find(|&&id| id as usize >= vocab) {
+                return Err(ModelError::TokenOutOfRange { index, id, vocab });
+            }
+            if prefix_len + seq.len() > self.config.context_length {
+                return Err(ModelError::TooLong {
+                    index,
+                    len: seq.len(),
+                    prefix: if prefix_len > 0 {
+                        format!(" after a {prefix_len}-token prefix")
+                    } else {
+                        String::new()
+                    },
+                    context: self.config.context_length,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `sequences` (each continuing `prefix`, if any) as one packed batch.
+    pub fn forward(
+        &self,
+        sequences: &[&[u32]],
+        prefix: Option<&PrefixCache>,
+        plan: &ForwardPlan,
+    ) -> Result<ForwardOutput, ModelError> {
+        let n_layers = self.config.n_layers;
+        if let Some(&layer) = plan.capture.iter().find(|&&l| l > n_layers) {
+            return Err(ModelError::LayerOutOfRange { layer, n_layers });
+        }
+        let prefix_len = prefix.map_or(0, |p| p.len());
+        self.check(sequences, prefix_len)?;
+        let depth = if plan.final_rows != FinalRows::None || plan.keep_kv {
+            n_layers
+        } else {
+            plan.capture.iter().copied().max().unwrap_or(0)
+        };
+        let packing = Packing::from_lengths(sequences.iter().map(|s| s.len()));
+        let positions: Vec<usize> = sequences
+            .iter()
+            .flat_map(|s| prefix_len..prefix_len + s.len())
+            .collect();
+        let max_pos = positions.iter().copied().max().unwrap_or(0) + 1;
+        let c = &self.config;
+        let ropes = self
+            .blocks
+            .rope_bases()
+            .into_iter()
+            .map(|base| {
+                (
+                    base,
+                    RopeTable::new(c.rope_dim, base, c.rope_freq_scale, max_pos),
+                )
+            })
+            .collect();
+        let ctx = BlockContext {
+            packing,
+            positions,
+            ropes,
+        };
+        let mut x = self.embed(sequences);
+        let mut captured = vec![Vec::new(); plan.capture.len()];
+        let mut kv = Vec::new();
+        let mut capture = |layer: usize, x: &[f32]| {
+            for (slot, _) in plan
+                .capture
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| **l == layer)
+            {
+                captured[slot] = x.to_vec();
+            }
+        };
+        capture(0, &x);
+        for layer in 0..depth {
+            let layer_prefix = prefix.map(|p| &p.kv[layer]);
+            let layer_kv = self.blocks.forward(layer, &mut x, &ctx, layer_prefix);
+            if plan.keep_kv {
+                kv.push(concat_kv(layer_prefix, layer_kv));
+            }
+            capture(layer + 1, &x);
+        }
+        let hidden = c.hidden;
+        let mut final_hidden = match plan.final_rows {
+            FinalRows::None => Vec::new(),
+            FinalRows::All => x,
+            FinalRows::Last => (0..ctx.packing.n_sequences())
+                .flat_map(|s| {
+                    let last = ctx.packing.offsets[s + 1] - 1;
+                    x[last * hidden..(last + 1) * hidden].iter().copied()
+                })
+                .collect(),
+        };
+        rms_norm(&mut final_hidden, &self.output_norm, c.rms_eps);
+        Ok(ForwardOutput {
+            captured,
+            final_hidden,
+            kv,
+        })
+    }
+
+    /// Runs `tokens` once and keeps every layer's keys and values, so that many continuations
+    /// can be scored against it without recomputing it.
+    pub fn prefix(&self, tokens: &[u32]) -> Result<PrefixCache, ModelError> {
+        let out = self.forward(
+            &[tokens],
+            None,
+            &ForwardPlan {
+                capture: &[],
+                final_rows: FinalRows::Last,
+                keep_kv: true,
+            },
+        )?;
+        Ok(PrefixCache {
+            tokens: tokens.to_vec(),
+            kv: out.kv,
+            last_hidden: out.final_hidden,
+        })
+    }
+
+    /// Logits `[rows × vocab]` of final-norm outputs `[rows × hidden]`.
+    pub fn logits(&self, final_hidden: &[f32]) -> Vec<f32> {
+        let head = self.lm_head.as_ref().unwrap_or(&self.embeddings);
+        linear(final_hidden, final_hidden.len() / self.config.hidden, head)
+    }
+
+    /// Token embeddings of the packed batch, scaled for Gemma.
+    fn embed(&self, sequences: &[&[u32]]) -> Vec<f32> {
+        let scale = self.config.embed_scale;
+        sequences
+            .iter()
+            .flat_map(|s| s.iter())
+            .flat_map(|&id| {
+                self.embeddings
+                    .row(id as usize)
+                    .iter()
+                    .map(move |&v| scale.map_or(v, |s| v * s))
+            })
+            .collect()
+    }
+}
+
+/// The keys/values of a prefix followed by those of its continuation.
+fn concat_kv(prefix: Option<&LayerKv>, own: LayerKv) -> LayerKv {
+    match prefix {
+        None => own,
+        Some(p) => LayerKv {
+            k: [p.k.as_slice(), &own.k].concat(),
+            v: [p.v.as_slice(), &own.v].concat(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

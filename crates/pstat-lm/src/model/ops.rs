@@ -1,0 +1,443 @@
+//! Row-wise kernels of the forward pass on plain `f32` slices: matrix products (through the
+//! `gemm` crate, which candle uses underneath), RMSNorm, rotary embeddings, gated activations
+//! and the exponential behind softmax.
+//!
+//! The element-wise kernels run hundreds of millions of `exp`s per benchmark (softmax over a
+//! 2000-token belief context at every layer), so they use a polynomial `exp` that the compiler
+//! vectorises, compiled twice: for the baseline target and for AVX2+FMA, picked at run time
+//! (the same run-time dispatch candle and gemm use, so the binary stays portable).
+
+use gemm::Parallelism;
+use rayon::prelude::*;
+
+/// A dense row-major matrix: `rows × cols`.
+#[derive(Debug, Clone)]
+pub struct Matrix {
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Vec<f32>,
+}
+
+impl Matrix {
+    pub fn new(rows: usize, cols: usize, data: Vec<f32>) -> Self {
+        assert_eq!(data.len(), rows * cols, "matrix data must be rows × cols");
+        Self { rows, cols, data }
+    }
+
+    /// Stacks matrices with equal column counts on top of each other (fused projections).
+    pub fn stack(parts: &[Matrix]) -> Self {
+        let cols = parts[0].cols;
+        assert!(
+            parts.iter().all(|p| p.cols == cols),
+            "stacked matrices need equal widths"
+        );
+        let data = parts.iter().flat_map(|p| p.data.iter().copied()).collect();
+        Self::new(parts.iter().map(|p| p.rows).sum(), cols, data)
+    }
+
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.cols..(i + 1) * self.cols]
+    }
+}
+
+/// A strided view of a matrix operand for [`gemm_into`]: element (r, c) is at
+/// `data[offset + r * row_stride + c * col_stride]`.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub data: &'a [f32],
+    pub offset: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl<'a> View<'a> {
+    /// Rows of `width` elements, `row_stride` apart, starting at `offset`.
+    pub fn rows(data: &'a [f32], offset: usize, row_stride: usize) -> Self {
+        Self {
+            data,
+            offset,
+            row_stride,
+            col_stride: 1,
+        }
+    }
+
+    /// The transpose of [`View::rows`]: column j is the j-th row of the underlying storage.
+    pub fn transposed(data: &'a [f32], offset: usize, row_stride: usize) -> Self {
+        Self {
+            data,
+            offset,
+            row_stride: 1,
+            col_stride: row_stride,
+        }
+    }
+
+    /// Index of the last element touched by an `r × c` block, for bounds checks.
+    fn last_index(&self, r: usize, c: usize) -> usize {
+        self.offset + (r - 1) * self.row_stride + (c - 1) * self.col_stride
+    }
+}
+
+/// `dst[m × n] (+)= beta · lhs[m × k] · rhs[k × n]`, where `dst` rows are `dst_stride` apart.
+/// With `accumulate` the product is added to what `dst` holds; otherwise it overwrites it.
+/// `threads > 1` lets gemm split the product over rayon's pool.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_into(
+    dst: &mut [f32],
+    dst_stride: usize,
+    lhs: View,
+    rhs: View,
+    (m, n, k): (usize, usize, usize),
+    beta: f32,
+    accumulate: bool,
+    threads: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            for r in 0..m {
+                dst[r * dst_stride..r * dst_stride + n].fill(0.0);
+            }
+        }
+        return;
+    }
+    // The bounds checks make the unsafe call below sound: gemm reads and writes exactly the
+    // elements of these blocks.
+    assert!(
+        lhs.last_index(m, k) < lhs.data.len(),
+        "gemm lhs out of bounds"
+    );
+    assert!(
+        rhs.last_index(k, n) < rhs.data.len(),
+        "gemm rhs out of bounds"
+    );
+    assert!(
+        (m - 1) * dst_stride + n <= dst.len(),
+        "gemm dst out of bounds"
+    );
+    assert!(n <= dst_stride, "gemm dst rows overlap");
+    let parallelism = if threads > 1 {
+        Parallelism::Rayon(threads)
+    } else {
+        Parallelism::None
+    };
+    // SAFETY: all three operands were bounds-checked above for the given shape and strides,
+    // and `dst` is borrowed mutably, so it cannot alias `lhs` or `rhs`.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            dst_stride as isize,
+            accumulate,
+            lhs.data.as_ptr().add(lhs.offset),
+            lhs.col_stride as isize,
+            lhs.row_stride as isize,
+            rhs.data.as_ptr().add(rhs.offset),
+            rhs.col_stride as isize,
+            rhs.row_stride as isize,
+            if accumulate { 1.0 } else { 0.0 },
+            beta,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// `x[n × w.cols] · wᵀ` for a weight stored as `out × in` (GGUF's layout): `[n × w.rows]`.
+pub fn linear(x: &[f32], n: usize, w: &Matrix) -> Vec<f32> {
+    assert_eq!(x.len(), n * w.cols, "linear input must be n × in");
+    let mut out = vec![0.0; n * w.rows];
+    gemm_into(
+        &mut out,
+        w.rows,
+        View::rows(x, 0, w.cols),
+        View::transposed(&w.data, 0, w.cols),
+        (n, w.rows, w.cols),
+        1.0,
+        false,
+        rayon::current_num_threads(),
+    );
+    out
+}
+
+/// RMSNorm of every `weight.len()`-wide chunk of `x`, in place: `x / sqrt(mean(x²) + eps) · weight`.
+/// The sum of squares accumulates in f64, as llama.cpp does.
+pub fn rms_norm(x: &mut [f32], weight: &[f32], eps: f32) {
+    let width = weight.len();
+    x.par_chunks_mut(width * 64).for_each(|block| {
+        for row in block.chunks_exact_mut(width) {
+            let sum: f64 = row.iter().map(|&v| (v as f64) * (v as f64)).sum();
+            let scale = 1.0 / ((sum / width as f64) as f32 + eps).sqrt();
+            for (v, w) in row.iter_mut().zip(weight) {
+                *v = *v * scale * w;
+            }
+        }
+    });
+}
+
+/// `dst += src`, element-wise (the residual connection).
+pub fn add_assign(dst: &mut [f32], src: &[f32]) {
+    assert_eq!(dst.len(), src.len());
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d += s;
+    }
+}
+
+/// How RoPE pairs the dimensions of a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs (2i, 2i+1): llama.cpp's "normal" RoPE, for Llama GGUFs whose converter
+    /// permuted the q/k rows into this order.
+    Interleaved,
+    /// Pairs (i, i + d/2): GPT-NeoX style, used by Gemma and Qwen.
+    Neox,
+}
+
+/// cos/sin of every rotated pair at positions `0..len`, for one RoPE base.
+#[derive(Debug, Clone)]
+pub struct RopeTable {
+    half: usize,
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl RopeTable {
+    /// Angles as llama.cpp computes them: θ₀ = position · freq_scale, then each next pair's
+    /// angle is the previous one times base^(-2/rope_dim), in f32.
+    pub fn new(rope_dim: usize, base: f32, freq_scale: f32, len: usize) -> Self {
+        let half = rope_dim / 2;
+        let theta_scale = base.powf(-2.0 / rope_dim as f32);
+        let mut cos = Vec::with_capacity(len * half);
+        let mut sin = Vec::with_capacity(len * half);
+        for pos in 0..len {
+            let mut theta = pos as f32;
+            for _ in 0..half {
+                let angle = theta * freq_scale;
+                cos.push(angle.cos());
+                sin.push(angle.sin());
+                theta *= theta_scale;
+            }
+        }
+        Self { half, cos, sin }
+    }
+
+    /// Rotates every head of every row of `x` (`[positions.len() × n_heads·head_dim]`) in place.
+    pub fn apply(&self, x: &mut [f32], head_dim: usize, positions: &[usize], style: RopeStyle) {
+        let width = x.len() / positions.len().max(1);
+        let half = self.half;
+        for (row, &pos) in x.chunks_exact_mut(width).zip(positions) {
+            let cos = &self.cos[pos * half..(pos + 1) * half];
+            let sin = &self.sin[pos * half..(pos + 1) * half];
+            for head in row.chunks_exact_mut(head_dim) {
+                for i in 0..half {
+                    let (a, b) = match style {
+                        RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                        RopeStyle::Neox => (i, i + half),
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * cos[i] - x1 * sin[i];
+                    head[b] = x0 * sin[i] + x1 * cos[i];
+                }
+            }
+        }
+    }
+}
+
+/// The gated activation of an MLP: `act(gate) · up`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatedActivation {
+    /// SiLU (Llama, Qwen).
+    Silu,
+    /// GELU with the tanh approximation (Gemma).
+    GeluTanh,
+}
+
+/// Applies `act(gate) · up` to rows laid out as `[gate (ffn) | up (ffn)]` (the fused
+/// projection's output) and returns the `[n × ffn]` product.
+pub fn gated(gate_up: &[f32], ffn: usize, act: GatedActivation) -> Vec<f32> {
+    let n = gate_up.len() / (2 * ffn);
+    let mut out = vec![0.0; n * ffn];
+    out.par_chunks_mut(ffn)
+        .zip(gate_up.par_chunks(2 * ffn))
+        .for_each(|(o, gu)| {
+            let (g, u) = gu.split_at(ffn);
+            dispatch_gated(o, g, u, act);
+        });
+    out
+}
+
+/// Softmax of `row` in place over the visible elements `row[visible]`; the rest are set to 0.
+pub fn masked_softmax(row: &mut [f32], visible: std::ops::Range<usize>) {
+    row[..visible.start].fill(0.0);
+    row[visible.end..].fill(0.0);
+    dispatch_softmax(&mut row[visible]);
+}
+
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_145_75;
+const LN2_LO: f32 = 1.428_606_8e-6;
+/// Adding and subtracting 1.5·2²³ rounds an f32 of magnitude < 2²² to the nearest integer.
+const ROUND_MAGIC: f32 = 12_582_912.0;
+
+/// e^x with relative error below 2e-7 on [-87, 88] (Cody–Waite reduction, degree-6 Taylor
+/// polynomial on |r| ≤ ln2/2), written without branches so that loops over it vectorise.
+#[inline(always)]
+fn exp_poly(x: f32) -> f32 {
+    let x = x.clamp(-87.0, 88.0);
+    let k = (x * LOG2E + ROUND_MAGIC) - ROUND_MAGIC;
+    let r = x - k * LN2_HI - k * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    p * f32::from_bits(((k as i32 + 127) as u32) << 23)
+}
+
+#[inline(always)]
+fn softmax_body(xs: &mut [f32]) {
+    let mut max = [f32::NEG_INFINITY; 8];
+    let mut chunks = xs.chunks_exact(8);
+    for c in &mut chunks {
+        for l in 0..8 {
+            max[l] = max[l].max(c[l]);
+        }
+    }
+    let max = chunks.remainder().iter().fold(
+        max.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+        |a, &b| a.max(b),
+    );
+    let mut sum = [0.0f32; 8];
+    let mut chunks = xs.chunks_exact_mut(8);
+    for c in &mut chunks {
+        for l in 0..8 {
+            c[l] = exp_poly(c[l] - max);
+            sum[l] += c[l];
+        }
+    }
+    let mut total: f32 = sum.iter().sum();
+    for v in chunks.into_remainder() {
+        *v = exp_poly(*v - max);
+        total += *v;
+    }
+    let inv = 1.0 / total;
+    for v in xs.iter_mut() {
+        *v *= inv;
+    }
+}
+
+#[inline(always)]
+fn gated_body(out: &mut [f32], gate: &[f32], up: &[f32], act: GatedActivation) {
+    match act {
+        GatedActivation::Silu => {
+            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+                *o = g / (1.0 + exp_poly(-g)) * u;
+            }
+        }
+        GatedActivation::GeluTanh => {
+            const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+            const COEF_A: f32 = 0.044_715;
+            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+                // 0.5·g·(1 + tanh(z)) = g · sigmoid(2z)
+                let z = SQRT_2_OVER_PI * g * (1.0 + COEF_A * g * g);
+                *o = g / (1.0 + exp_poly(-2.0 * z)) * u;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn softmax_avx2(xs: &mut [f32]) {
+    softmax_body(xs)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn gated_avx2(out: &mut [f32], gate: &[f32], up: &[f32], act: GatedActivation) {
+    gated_body(out, gate, up, act)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVX2.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+}
+
+fn dispatch_softmax(xs: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+        return unsafe { softmax_avx2(xs) };
+    }
+    softmax_body(xs)
+}
+
+fn dispatch_gated(out: &mut [f32], gate: &[f32], up: &[f32], act: GatedActivation) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+        return unsafe { gated_avx2(out, gate, up, act) };
+    }
+    gated_body(out, gate, up, act)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polynomial_exp_is_accurate() {
+        let mut worst = 0.0f64;
+        let mut x = -80.0f32;
+        while x < 80.0 {
+            let rel = ((exp_poly(x) as f64) - (x as f64).exp()).abs() / (x as f64).exp();
+            worst = worst.max(rel);
+            x += 0.013;
+        }
+        assert!(worst < 3e-7, "worst relative error {worst}");
+    }
+
+    #[test]
+    fn softmax_matches_definition_and_masks() {
+        let mut row = vec![1.0, 2.0, 3.0, 0.5, -1.0, 7.0, 0.0, 1.0, 2.0, 2.5, 9.0];
+        let reference: Vec<f64> = {
+            let vis = &row[1..10];
+            let m = vis.iter().cloned().fold(f32::MIN, f32::max) as f64;
+            let e: Vec<f64> = vis.iter().map(|&v| (v as f64 - m).exp()).collect();
+            let s: f64 = e.iter().sum();
+            e.iter().map(|v| v / s).collect()
+        };
+        masked_softmax(&mut row, 1..10);
+        assert_eq!(row[0], 0.0);
+        assert_eq!(row[10], 0.0);
+        for (a, b) in row[1..10].iter().zip(&reference) {
+            assert!((*a as f64 - b).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn gemm_views_compute_transposed_products() {
+        // a: 2×3, b stored as 2×3 rows (so bᵀ is 3×2).
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b = [1.0, 0.0, -1.0, 2.0, 1.0, 0.0];
+        let mut c = vec![0.0; 4];
+        gemm_into(
+            &mut c,
+            2,
+            View::rows(&a, 0, 3),
+            View::transposed(&b, 0, 3),
+            (2, 2, 3),
+            1.0,
+            false,
+            1,
+        );
+        assert_eq!(c, vec![-2.0, 4.0, -2.0, 13.0]);
+    }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""llama.cpp side of pstat-lm's runtime benchmark (crates/pstat-lm/examples/bench.rs runs it).
+
+Reads a workload of token ids (JSON: {"statements": [[ids]...], "prefix": [ids],
+"suffixes": [[ids]...]}) written by the Rust benchmark, so both sides process exactly the same
+tokens, and prints one JSON line with tokens/s of:
+  (a) prefill: every statement evaluated on its own (llama.cpp has no hidden-state API, so this
+      is the full model; one llama_decode per statement, logits of the last token only);
+  (b) scoring: the shared prefix evaluated once, then each suffix decoded after it, the KV
+      cache trimmed back to the prefix between suffixes (llama-cpp-python's own prefix reuse).
+Model: the original GGUF with llama.cpp's defaults (its quantized kernels, f16 KV cache).
+"""
+import argparse
+import json
+import time
+
+import llama_cpp
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    with open(args.workload) as f:
+        work = json.load(f)
+    longest = max(len(work["prefix"]) + max(map(len, work["suffixes"])), max(map(len, work["statements"])))
+    llm = llama_cpp.Llama(
+        model_path=args.model, n_ctx=longest + 16, n_batch=2048, n_ubatch=512,
+        n_threads=args.threads, n_threads_batch=args.threads, logits_all=False, verbose=False,
+    )
+    start = time.perf_counter()
+    tokens = 0
+    for ids in work["statements"]:
+        llm.reset()
+        llm._ctx.kv_cache_clear()
+        llm.eval(ids)
+        tokens += len(ids)
+    prefill = tokens / (time.perf_counter() - start)
+
+    start = time.perf_counter()
+    llm.reset()
+    llm._ctx.kv_cache_clear()
+    llm.eval(work["prefix"])
+    p = len(work["prefix"])
+    tokens = 0
+    for ids in work["suffixes"]:
+        llm._ctx.kv_cache_seq_rm(-1, p, -1)
+        llm.n_tokens = p
+        llm.eval(ids)
+        tokens += len(ids)
+    scoring = tokens / (time.perf_counter() - start)
+    print(json.dumps({"prefill_tok_s": prefill, "scoring_tok_s": scoring,
+                      "version": llama_cpp.__version__}))
+
+
+if __name__ == "__main__":
+    main()
