@@ -72,7 +72,7 @@ def main():
     ap.add_argument("--instances", type=int, default=10)
     ap.add_argument("--dim", type=int, default=576)
     ap.add_argument("--test-bags", type=int, default=600)
-    ap.add_argument("--signal", type=float, default=1.0)
+    ap.add_argument("--signal", type=float, default=3.0)
     ap.add_argument("--c", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()

@@ -120,3 +120,27 @@ fn mass_mean_matches_numpy_reference() {
         }
     }
 }
+
+#[test]
+fn c_search_picks_a_grid_value_deterministically() {
+    let fixture: SawMilFixture =
+        serde_json::from_str(include_str!("fixtures/sawmil_reference.json")).unwrap();
+    let p = &fixture.problems[2];
+    let bags = Bags::new(p.dim, p.x.clone(), p.offsets.clone()).unwrap();
+    let set =
+        TrainingSet::new(bags, p.y.clone(), p.intra.iter().map(|&v| v == 1).collect()).unwrap();
+    let params = SawMilParams::default();
+    let first = params.fit_report(&set).unwrap();
+    let search = first.search.as_ref().unwrap();
+    assert_eq!(search.scores.len(), 5);
+    assert!(
+        search
+            .scores
+            .iter()
+            .all(|s| s.fold_ap.len() == 3 && (0.0..=1.0).contains(&s.mean))
+    );
+    assert!(params.c_grid.contains(&search.chosen));
+    assert_eq!(first.probe.c, Some(search.chosen));
+    let again = params.fit_report(&set).unwrap();
+    assert_eq!(again.probe, first.probe);
+}
