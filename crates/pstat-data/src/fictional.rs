@@ -5,11 +5,14 @@
 //! both 50/50, like the upstream True/False data.
 
 use crate::error::DataError;
+use crate::lexicon::KnownEntities;
+use crate::load::{DataRoot, FileRole, domain_files};
 use crate::pairing::{Candidate, Row, Subject, Truth, four_rows};
 use crate::statement::Domain;
 use crate::template::Relation;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// The seed the shipped Fictional and Synthetic (Fi) files were made with.
@@ -184,11 +187,68 @@ pub fn domain_rng(seed: u64, domain: Domain) -> ChaCha8Rng {
     rng
 }
 
-/// Read the curated table of `domain` under `data_dir` and build its statements.
-pub fn build_from_dir(data_dir: &Path, domain: Domain, seed: u64) -> Result<Vec<Row>, DataError> {
+/// Curated pairs that would put a real entity where a fictional one belongs: a subject equal
+/// (case-insensitively) to any subject or object of the real data of any domain, or an object
+/// equal to a real drug or condition. City regions may be real (Quahog ↦ Rhode Island, the
+/// paper's own example), and word objects are English glosses ("a type of sword").
+pub fn real_overlaps(
+    root: &DataRoot,
+    domain: Domain,
+    pairs: &[CuratedPair],
+) -> Result<Vec<(u64, String)>, DataError> {
+    let real_files = |d: Domain| {
+        domain_files(d)
+            .iter()
+            .filter(|(_, role)| *role == FileRole::Real)
+            .map(|(rel, _)| *rel)
+            .collect::<Vec<_>>()
+    };
+    let all_real: Vec<&str> = Domain::ALL.iter().flat_map(|d| real_files(*d)).collect();
+    let any_real = KnownEntities::from_files(root, all_real, &["object_1", "object_2"])?;
+    let object_columns: &[&str] = match domain {
+        Domain::MedIndications => &["object_1", "object_2"],
+        // Regions may be real places and word objects are English glosses, by design.
+        Domain::CityLocations | Domain::WordDefinitions => &[],
+    };
+    let own_real = KnownEntities::from_files(root, real_files(domain), object_columns)?;
+    Ok(pairs
+        .iter()
+        .filter_map(|p| {
+            let clash = if any_real.contains(&p.subject) {
+                &p.subject
+            } else if own_real.contains(&p.object) {
+                &p.object
+            } else {
+                return None;
+            };
+            let message = format!(
+                "{} line {}: `{}` is a real entity ({} ↦ {})",
+                curated_table(domain),
+                p.line,
+                clash,
+                p.subject,
+                p.object
+            );
+            Some((p.line, message))
+        })
+        .collect())
+}
+
+/// Read the curated table of `domain` under `data_dir`, leave out the pairs that overlap real
+/// entities (returned as messages), and build the statements of the rest.
+pub fn build_from_dir(
+    data_dir: &Path,
+    domain: Domain,
+    seed: u64,
+) -> Result<(Vec<Row>, Vec<String>), DataError> {
     let path: PathBuf = data_dir.join(curated_table(domain));
     let text = std::fs::read_to_string(&path).map_err(|e| DataError::io(&path, e))?;
-    build(domain, &parse_curated(&path, &text, domain)?, seed)
+    let mut pairs = parse_curated(&path, &text, domain)?;
+    let root = DataRoot::from_dir(data_dir)?;
+    let (lines, messages): (HashSet<u64>, Vec<String>) =
+        real_overlaps(&root, domain, &pairs)?.into_iter().unzip();
+    pairs.retain(|p| !lines.contains(&p.line));
+    Ok((build(domain, &pairs, seed)?, messages))
 }
 
 #[cfg(test)]
@@ -255,6 +315,25 @@ mod tests {
             let pool = pairs.iter().filter(|p| p.relation.as_str() == r.category);
             assert!(pool.clone().any(|p| p.object == r.object_2), "{r:?}");
         }
+    }
+
+    #[test]
+    fn real_entities_are_flagged_but_real_regions_are_allowed() {
+        let text = "city,region,source,medium\n\
+            Palembang,Gondor,X,lit\n\
+            Quahog,Rhode Island,Family Guy,animation\n\
+            Malgudi,India,Malgudi Days,lit\n\
+            Erinsborough,Victoria,Neighbours,television\n\
+            Tirith,Laoag,X,lit\n";
+        let pairs = parse(text, Domain::CityLocations);
+        let flagged = real_overlaps(&DataRoot::bundled(), Domain::CityLocations, &pairs).unwrap();
+        let lines: Vec<u64> = flagged.iter().map(|(l, _)| *l).collect();
+        assert_eq!(lines, [2]);
+        assert!(
+            flagged[0].1.contains("`Palembang` is a real entity"),
+            "{}",
+            flagged[0].1
+        );
     }
 
     #[test]

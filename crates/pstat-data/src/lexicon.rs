@@ -91,29 +91,37 @@ pub struct KnownEntities {
 }
 
 impl KnownEntities {
-    /// Collect from the files of `root` whose data path starts with one of `prefixes`
-    /// (e.g. `trilemma/`, `fictional/`).
+    /// Subjects and objects of the files of `root` whose data path starts with one of
+    /// `prefixes` (e.g. `trilemma/`, `fictional/`), all domains.
     pub fn from_root(root: &DataRoot, prefixes: &[&str]) -> Result<Self, DataError> {
+        let files = Domain::ALL
+            .iter()
+            .flat_map(|d| domain_files(*d).iter().map(|(rel, _)| *rel))
+            .filter(|rel| prefixes.iter().any(|p| rel.starts_with(p)));
+        Self::from_files(root, files, &["object_1", "object_2"])
+    }
+
+    /// The given `columns` of the given files of `root` (absent files are skipped).
+    pub fn from_files<'a>(
+        root: &DataRoot,
+        files: impl IntoIterator<Item = &'a str>,
+        columns: &[&str],
+    ) -> Result<Self, DataError> {
         let mut known = KnownEntities::default();
-        for domain in Domain::ALL {
-            for (rel, _) in domain_files(domain) {
-                if !prefixes.iter().any(|p| rel.starts_with(p)) {
-                    continue;
-                }
-                let Some(text) = root.file(rel) else {
-                    continue;
-                };
-                let mut reader = csv::Reader::from_reader(text.as_bytes());
-                let headers = reader.headers().map_err(|e| csv_error(rel, &e))?.clone();
-                let columns: Vec<usize> = ["object_1", "object_2"]
-                    .iter()
-                    .filter_map(|c| headers.iter().position(|h| h == *c))
-                    .collect();
-                for record in reader.records() {
-                    let record = record.map_err(|e| csv_error(rel, &e))?;
-                    for &c in &columns {
-                        known.insert(&record[c]);
-                    }
+        for rel in files {
+            let Some(text) = root.file(rel) else {
+                continue;
+            };
+            let mut reader = csv::Reader::from_reader(text.as_bytes());
+            let headers = reader.headers().map_err(|e| csv_error(rel, &e))?.clone();
+            let positions: Vec<usize> = columns
+                .iter()
+                .filter_map(|c| headers.iter().position(|h| h == *c))
+                .collect();
+            for record in reader.records() {
+                let record = record.map_err(|e| csv_error(rel, &e))?;
+                for &c in &positions {
+                    known.insert(&record[c]);
                 }
             }
         }

@@ -58,7 +58,10 @@ pub fn run(command: GenerateCommand) -> anyhow::Result<()> {
     match command {
         GenerateCommand::BuildFictional { seed, domain, dir } => {
             for domain in selected(domain) {
-                let rows = fictional::build_from_dir(&dir, domain, seed)?;
+                let (rows, excluded) = fictional::build_from_dir(&dir, domain, seed)?;
+                for message in &excluded {
+                    eprintln!("left out: {message}");
+                }
                 let path = dir.join(fictional::output_file(domain));
                 write_atomic(&path, to_csv(&rows)?.as_bytes())
                     .with_context(|| format!("writing {}", path.display()))?;
