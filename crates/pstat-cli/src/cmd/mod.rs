@@ -1,3 +1,4 @@
 //! One module per subcommand. Each exposes clap argument types and a `run` function.
 pub mod cluster;
 pub mod data;
+pub mod generate;
