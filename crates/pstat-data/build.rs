@@ -16,7 +16,11 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, PathBuf)>) {
             }
             collect(&path, root, out);
         } else if path.extension().is_some_and(|e| e == "csv") {
-            let rel = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
             out.push((rel, path));
         }
     }
@@ -24,7 +28,10 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, PathBuf)>) {
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let data = manifest.join("../../data").canonicalize().expect("workspace data/ folder");
+    let data = manifest
+        .join("../../data")
+        .canonicalize()
+        .expect("workspace data/ folder");
     println!("cargo:rerun-if-changed={}", data.display());
     let mut files = Vec::new();
     collect(&data, &data, &mut files);
@@ -32,7 +39,12 @@ fn main() {
     let mut code = String::from("pub static BUNDLED: &[(&str, &str)] = &[\n");
     for (rel, path) in &files {
         println!("cargo:rerun-if-changed={}", path.display());
-        writeln!(code, "    ({rel:?}, include_str!({:?})),", path.display().to_string()).unwrap();
+        writeln!(
+            code,
+            "    ({rel:?}, include_str!({:?})),",
+            path.display().to_string()
+        )
+        .unwrap();
     }
     code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("bundled.rs");

@@ -72,7 +72,11 @@ impl Activations {
 
     /// Append one statement's token rows (`rows.len() == ids.len() * hidden`).
     pub fn push(&mut self, statement_id: &str, token_ids: &[u32], rows: &[f32]) {
-        assert_eq!(rows.len(), token_ids.len() * self.hidden, "rows must be tokens × hidden");
+        assert_eq!(
+            rows.len(),
+            token_ids.len() * self.hidden,
+            "rows must be tokens × hidden"
+        );
         self.values.extend_from_slice(rows);
         self.token_ids.extend_from_slice(token_ids);
         self.offsets.push(self.token_ids.len());
@@ -100,7 +104,10 @@ impl Activations {
 
     pub fn to_bytes(&self, precision: Precision) -> Vec<u8> {
         let (dtype, value_bytes) = match precision {
-            Precision::F32 => (Dtype::F32, self.values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+            Precision::F32 => (
+                Dtype::F32,
+                self.values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ),
             Precision::F16 => (
                 Dtype::F16,
                 self.values
@@ -109,8 +116,16 @@ impl Activations {
                     .collect::<Vec<u8>>(),
             ),
         };
-        let offsets: Vec<u8> = self.offsets.iter().flat_map(|o| (*o as i64).to_le_bytes()).collect();
-        let ids: Vec<u8> = self.token_ids.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let offsets: Vec<u8> = self
+            .offsets
+            .iter()
+            .flat_map(|o| (*o as i64).to_le_bytes())
+            .collect();
+        let ids: Vec<u8> = self
+            .token_ids
+            .iter()
+            .flat_map(|t| t.to_le_bytes())
+            .collect();
         let tensors = [
             (
                 "values",
@@ -169,10 +184,14 @@ impl Activations {
         )
         .map_err(|e| format!("metadata `statement_ids`: {e}"))?;
         metadata.remove("hidden");
-        let values = tensors.tensor("values").map_err(|e| format!("tensor `values`: {e}"))?;
+        let values = tensors
+            .tensor("values")
+            .map_err(|e| format!("tensor `values`: {e}"))?;
         let shape = values.shape();
         if shape.len() != 2 {
-            return Err(format!("tensor `values` must be 2-D, found shape {shape:?}"));
+            return Err(format!(
+                "tensor `values` must be 2-D, found shape {shape:?}"
+            ));
         }
         let hidden = shape[1];
         let values: Vec<f32> = match values.dtype() {
@@ -186,9 +205,15 @@ impl Activations {
                 .chunks_exact(2)
                 .map(|c| f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])))
                 .collect(),
-            other => return Err(format!("tensor `values` has dtype {other:?}, expected F16 or F32")),
+            other => {
+                return Err(format!(
+                    "tensor `values` has dtype {other:?}, expected F16 or F32"
+                ));
+            }
         };
-        let offsets_t = tensors.tensor("offsets").map_err(|e| format!("tensor `offsets`: {e}"))?;
+        let offsets_t = tensors
+            .tensor("offsets")
+            .map_err(|e| format!("tensor `offsets`: {e}"))?;
         if offsets_t.dtype() != Dtype::I64 {
             return Err("tensor `offsets` must be I64".into());
         }
@@ -197,7 +222,9 @@ impl Activations {
             .chunks_exact(8)
             .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as usize)
             .collect();
-        let ids_t = tensors.tensor("token_ids").map_err(|e| format!("tensor `token_ids`: {e}"))?;
+        let ids_t = tensors
+            .tensor("token_ids")
+            .map_err(|e| format!("tensor `token_ids`: {e}"))?;
         if ids_t.dtype() != Dtype::U32 {
             return Err("tensor `token_ids` must be U32".into());
         }
@@ -287,7 +314,14 @@ mod tests {
 
     #[test]
     fn f16_round_trip_matches_known_values() {
-        for (x, bits) in [(1.0f32, 0x3c00u16), (-2.0, 0xc000), (65504.0, 0x7bff), (6.1035156e-5, 0x0400), (5.9604645e-8, 0x0001), (0.0, 0)] {
+        for (x, bits) in [
+            (1.0f32, 0x3c00u16),
+            (-2.0, 0xc000),
+            (65504.0, 0x7bff),
+            (6.1035156e-5, 0x0400),
+            (5.9604645e-8, 0x0001),
+            (0.0, 0),
+        ] {
             assert_eq!(f32_to_f16_bits(x), bits, "{x}");
             assert_eq!(f16_bits_to_f32(bits), x);
         }

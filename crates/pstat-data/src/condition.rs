@@ -46,22 +46,39 @@ impl Condition {
     }
 
     fn validate(&self) -> Result<(), DataError> {
-        let bad = |msg: String| Err(DataError::Invalid(format!("condition `{}`: {msg}", self.name)));
-        if self.name.trim().is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        let bad = |msg: String| {
+            Err(DataError::Invalid(format!(
+                "condition `{}`: {msg}",
+                self.name
+            )))
+        };
+        if self.name.trim().is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
             return bad("`name` must be a non-empty identifier of letters, digits and _".into());
         }
         if !self.probe_true.contains(&Kind::True) {
-            return bad("`probe_true` must include `true` (P-StaT only adds Neither kinds to True)".into());
+            return bad(
+                "`probe_true` must include `true` (P-StaT only adds Neither kinds to True)".into(),
+            );
         }
         if self.probe_true.contains(&Kind::False) {
             return bad("`probe_true` may not include `false`".into());
         }
         if let ContextSource::Kinds { kinds } = &self.context {
             if kinds.is_empty() {
-                return bad("`context.kinds` is empty; use `from = \"none\"` for no context".into());
+                return bad(
+                    "`context.kinds` is empty; use `from = \"none\"` for no context".into(),
+                );
             }
             if kinds.contains(&Kind::Noise) {
-                return bad("`context.kinds` cannot contain `noise`; use `from = \"other_domains_true\"`".into());
+                return bad(
+                    "`context.kinds` cannot contain `noise`; use `from = \"other_domains_true\"`"
+                        .into(),
+                );
             }
         }
         Ok(())
@@ -91,10 +108,13 @@ impl ConditionSet {
 
     /// Parse `[[condition]]` tables. `origin` names the file in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self, DataError> {
-        let file: ConditionFile = toml::from_str(text)
+        let file: ConditionFile =
+            toml::from_str(text).map_err(|e| DataError::Invalid(format!("{origin}: {e}")))?;
+        let set = ConditionSet {
+            conditions: file.condition,
+        };
+        set.validate()
             .map_err(|e| DataError::Invalid(format!("{origin}: {e}")))?;
-        let set = ConditionSet { conditions: file.condition };
-        set.validate().map_err(|e| DataError::Invalid(format!("{origin}: {e}")))?;
         Ok(set)
     }
 
@@ -110,7 +130,10 @@ impl ConditionSet {
         }
         for (i, c) in self.conditions.iter().enumerate() {
             if self.conditions[..i].iter().any(|d| d.name == c.name) {
-                return Err(DataError::Invalid(format!("condition `{}` is defined twice", c.name)));
+                return Err(DataError::Invalid(format!(
+                    "condition `{}` is defined twice",
+                    c.name
+                )));
             }
         }
         Ok(())
@@ -121,12 +144,15 @@ impl ConditionSet {
     }
 
     pub fn get(&self, name: &str) -> Result<&Condition, DataError> {
-        self.conditions.iter().find(|c| c.name == name).ok_or_else(|| {
-            DataError::Invalid(format!(
-                "unknown condition `{name}` (known: {})",
-                self.names().join(", ")
-            ))
-        })
+        self.conditions
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| {
+                DataError::Invalid(format!(
+                    "unknown condition `{name}` (known: {})",
+                    self.names().join(", ")
+                ))
+            })
     }
 
     pub fn names(&self) -> Vec<&str> {
@@ -148,7 +174,14 @@ mod tests {
         let set = ConditionSet::paper();
         assert_eq!(
             set.names(),
-            ["baseline", "synthetic_tf", "synthetic_fi", "fictional", "fictional_t", "noise"]
+            [
+                "baseline",
+                "synthetic_tf",
+                "synthetic_fi",
+                "fictional",
+                "fictional_t",
+                "noise"
+            ]
         );
         let fictional = set.get("fictional").unwrap();
         assert!(fictional.probe_label(Kind::FictionalT) && fictional.probe_label(Kind::FictionalF));
@@ -179,7 +212,10 @@ mod tests {
         set.extend(extra.conditions).unwrap();
         let c = set.get("all_neither").unwrap();
         assert!(c.probe_label(Kind::SyntheticFi));
-        assert!(set.extend(vec![c.clone()]).is_err(), "duplicate names are rejected");
+        assert!(
+            set.extend(vec![c.clone()]).is_err(),
+            "duplicate names are rejected"
+        );
     }
 
     #[test]
@@ -190,7 +226,10 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("cfg.toml") && err.contains("fictionall"), "{err}");
+        assert!(
+            err.contains("cfg.toml") && err.contains("fictionall"),
+            "{err}"
+        );
         let err = ConditionSet::from_toml(
             "[[condition]]\nname = \"x\"\ntitle = \"X\"\nprobe_true = [\"fictional_t\"]\ncontext = { from = \"none\" }\n",
             "cfg.toml",
@@ -198,7 +237,10 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("must include `true`"), "{err}");
-        let err = ConditionSet::paper().get("fictionl").unwrap_err().to_string();
+        let err = ConditionSet::paper()
+            .get("fictionl")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown condition `fictionl`"), "{err}");
     }
 }

@@ -50,7 +50,10 @@ pub fn domain_files(domain: Domain) -> &'static [(&'static str, FileRole)] {
             ("trilemma/word_instances_synthetic.csv", SyntheticTf),
             ("trilemma/word_synonyms_synthetic.csv", SyntheticTf),
             ("fictional/word_definitions_fictional.csv", Fictional),
-            ("synthetic_fi/word_definitions_synthetic_fi.csv", SyntheticFi),
+            (
+                "synthetic_fi/word_definitions_synthetic_fi.csv",
+                SyntheticFi,
+            ),
         ],
     }
 }
@@ -88,7 +91,8 @@ impl DataRoot {
             for (rel, _) in domain_files(domain) {
                 let path = dir.join(rel);
                 if path.exists() {
-                    let text = std::fs::read_to_string(&path).map_err(|e| DataError::io(&path, e))?;
+                    let text =
+                        std::fs::read_to_string(&path).map_err(|e| DataError::io(&path, e))?;
                     files.insert(rel.to_string(), Cow::Owned(text));
                 }
             }
@@ -164,7 +168,13 @@ pub fn load_domain(root: &DataRoot, domain: Domain) -> Result<Dataset, DataError
         hash_input.extend_from_slice(rel.as_bytes());
         hash_input.push(0);
         hash_input.extend_from_slice(text.as_bytes());
-        statements.extend(parse_csv(&root.display_path(rel), rel, text, domain, *role)?);
+        statements.extend(parse_csv(
+            &root.display_path(rel),
+            rel,
+            text,
+            domain,
+            *role,
+        )?);
     }
     Ok(Dataset {
         domain,
@@ -299,7 +309,9 @@ pub fn parse_csv(
             negated,
             kind,
             provenance: format!("{rel}:{line}"),
-            source: c_source.map(|c| field(c).trim().to_string()).unwrap_or_default(),
+            source: c_source
+                .map(|c| field(c).trim().to_string())
+                .unwrap_or_default(),
         });
     }
     Ok(out)

@@ -97,7 +97,8 @@ impl SplitAssignment {
 /// Build the exclusive split of a domain. Errors if any split comes out empty.
 pub fn exclusive_split(data: &Dataset, config: SplitConfig) -> Result<SplitAssignment, DataError> {
     let valid = |x: f64| x > 0.0 && x < 1.0;
-    if !valid(config.test) || !valid(config.calibration) || config.test + config.calibration >= 1.0 {
+    if !valid(config.test) || !valid(config.calibration) || config.test + config.calibration >= 1.0
+    {
         return Err(DataError::Invalid(format!(
             "split shares must be in (0, 1) and leave room for training: test {}, calibration {}",
             config.test, config.calibration
@@ -110,7 +111,11 @@ pub fn exclusive_split(data: &Dataset, config: SplitConfig) -> Result<SplitAssig
     let cal_share_of_rest = config.calibration / (1.0 - config.test);
     let (train, calibration, calibration_guard) =
         split_once(data, &rest, cal_share_of_rest, &mut rng);
-    for (name, part) in [("train", &train), ("calibration", &calibration), ("test", &test)] {
+    for (name, part) in [
+        ("train", &train),
+        ("calibration", &calibration),
+        ("test", &test),
+    ] {
         if part.is_empty() {
             return Err(DataError::Invalid(format!(
                 "{}: the {name} split is empty ({} statements in the domain)",
@@ -191,17 +196,29 @@ mod tests {
     fn assert_exclusive(data: &Dataset, a: &SplitAssignment) {
         let by_id: HashMap<&str, &Statement> =
             data.statements.iter().map(|s| (s.id.as_str(), s)).collect();
-        for (ids, guard) in [(&a.test, &a.test_guard), (&a.calibration, &a.calibration_guard)] {
+        for (ids, guard) in [
+            (&a.test, &a.test_guard),
+            (&a.calibration, &a.calibration_guard),
+        ] {
             let guard: HashSet<&str> = guard.iter().map(|s| s.as_str()).collect();
             for id in ids {
                 let s = by_id[id.as_str()];
                 assert!(!guard.contains(s.subject.as_str()) && !guard.contains(s.object.as_str()));
             }
         }
-        let mut all: Vec<&String> = a.train.iter().chain(&a.calibration).chain(&a.test).collect();
+        let mut all: Vec<&String> = a
+            .train
+            .iter()
+            .chain(&a.calibration)
+            .chain(&a.test)
+            .collect();
         all.sort();
         all.dedup();
-        assert_eq!(all.len(), data.statements.len(), "every statement in exactly one split");
+        assert_eq!(
+            all.len(),
+            data.statements.len(),
+            "every statement in exactly one split"
+        );
     }
 
     #[test]
@@ -212,11 +229,17 @@ mod tests {
             let a = exclusive_split(&data, SplitConfig::default()).unwrap();
             let [train, cal, test] = shares(&a);
             assert!((train - 0.55).abs() <= 0.02, "{domain} train share {train}");
-            assert!((cal - 0.20).abs() <= 0.02, "{domain} calibration share {cal}");
+            assert!(
+                (cal - 0.20).abs() <= 0.02,
+                "{domain} calibration share {cal}"
+            );
             assert!((test - 0.25).abs() <= 0.02, "{domain} test share {test}");
             assert_exclusive(&data, &a);
             let b = exclusive_split(&data, SplitConfig::default()).unwrap();
-            assert_eq!(serde_json::to_vec(&a).unwrap(), serde_json::to_vec(&b).unwrap());
+            assert_eq!(
+                serde_json::to_vec(&a).unwrap(),
+                serde_json::to_vec(&b).unwrap()
+            );
         }
     }
 
@@ -245,7 +268,10 @@ mod tests {
                 statements,
                 data_hash: "x".into(),
             };
-            let config = SplitConfig { seed, ..SplitConfig::default() };
+            let config = SplitConfig {
+                seed,
+                ..SplitConfig::default()
+            };
             match exclusive_split(&data, config) {
                 Ok(a) => assert_exclusive(&data, &a),
                 Err(e) => assert!(e.to_string().contains("split is empty"), "{e}"),
@@ -257,7 +283,14 @@ mod tests {
     fn different_seeds_give_different_splits() {
         let data = load_domain(&DataRoot::bundled(), Domain::MedIndications).unwrap();
         let a = exclusive_split(&data, SplitConfig::default()).unwrap();
-        let b = exclusive_split(&data, SplitConfig { seed: 7, ..SplitConfig::default() }).unwrap();
+        let b = exclusive_split(
+            &data,
+            SplitConfig {
+                seed: 7,
+                ..SplitConfig::default()
+            },
+        )
+        .unwrap();
         assert_ne!(a.test, b.test);
     }
 }

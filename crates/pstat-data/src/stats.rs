@@ -29,7 +29,8 @@ pub fn table1(datasets: &[Dataset]) -> Table1 {
     datasets
         .iter()
         .map(|data| {
-            let mut row: BTreeMap<Kind, Counts> = Kind::ALL.iter().map(|k| (*k, Counts::default())).collect();
+            let mut row: BTreeMap<Kind, Counts> =
+                Kind::ALL.iter().map(|k| (*k, Counts::default())).collect();
             for s in &data.statements {
                 let c = row.get_mut(&s.kind).expect("all kinds present");
                 if s.negated {
@@ -39,7 +40,8 @@ pub fn table1(datasets: &[Dataset]) -> Table1 {
                 }
                 c.total += 1;
             }
-            row.get_mut(&Kind::Noise).expect("noise present").total = noise_count(data.statements.len());
+            row.get_mut(&Kind::Noise).expect("noise present").total =
+                noise_count(data.statements.len());
             (data.domain, row)
         })
         .collect()
@@ -68,7 +70,10 @@ pub fn render_table1(table: &Table1) -> String {
         out.push_str(&format!("{:<20}", domain.title()));
         for k in kinds {
             let c = row[&k];
-            out.push_str(&format!("{:>16}", format!("{} / {}", c.affirmative, c.negated)));
+            out.push_str(&format!(
+                "{:>16}",
+                format!("{} / {}", c.affirmative, c.negated)
+            ));
         }
         out.push_str(&format!("{:>8}\n", row[&Kind::Noise].total));
     }
@@ -95,7 +100,11 @@ mod tests {
         assert_eq!(ac(WordDefinitions, True), (1269, 1251));
         assert_eq!(ac(WordDefinitions, False), (1223, 1257));
         assert_eq!(ac(WordDefinitions, SyntheticTf), (1747, 1753));
-        let n: usize = table[&CityLocations].iter().filter(|(k, _)| **k != Noise).map(|(_, c)| c.total).sum();
+        let n: usize = table[&CityLocations]
+            .iter()
+            .filter(|(k, _)| **k != Noise)
+            .map(|(_, c)| c.total)
+            .sum();
         assert_eq!(table[&CityLocations][&Noise].total, noise_count(n));
     }
 }

@@ -5,10 +5,17 @@ use pstat_data::{DataRoot, Domain, Kind, load_domain};
 use std::path::Path;
 
 fn parse(text: &str, role: FileRole) -> Result<Vec<pstat_data::Statement>, pstat_data::DataError> {
-    parse_csv(Path::new("data/x.csv"), "trilemma/x.csv", text, Domain::CityLocations, role)
+    parse_csv(
+        Path::new("data/x.csv"),
+        "trilemma/x.csv",
+        text,
+        Domain::CityLocations,
+        role,
+    )
 }
 
-const HEADER: &str = "statement,object_1,object_2,correct_object_2,correct,negation,real_object,category";
+const HEADER: &str =
+    "statement,object_1,object_2,correct_object_2,correct,negation,real_object,category";
 
 #[test]
 fn bom_mixed_booleans_duplicates_and_double_periods() {
@@ -19,7 +26,11 @@ fn bom_mixed_booleans_duplicates_and_double_periods() {
          The city of Lima is not located in Peru..,Lima,Peru,Peru,False,True,True,cities\n"
     );
     let rows = parse(&text, FileRole::Real).unwrap();
-    assert_eq!(rows.len(), 3, "duplicates are kept: ids and counts depend on them");
+    assert_eq!(
+        rows.len(),
+        3,
+        "duplicates are kept: ids and counts depend on them"
+    );
     assert_eq!(rows[0].subject, "Córdoba");
     assert_eq!(rows[0].kind, Kind::True);
     assert_eq!(rows[1].id, "x:1");
@@ -40,16 +51,28 @@ fn extra_and_reordered_columns_are_tolerated() {
 
 #[test]
 fn errors_name_file_line_and_field() {
-    let text = format!("{HEADER}\nA.,a,b,b,TRUE,FALSE,TRUE,cities\nB.,a,b,b,maybe,FALSE,TRUE,cities\n");
+    let text =
+        format!("{HEADER}\nA.,a,b,b,TRUE,FALSE,TRUE,cities\nB.,a,b,b,maybe,FALSE,TRUE,cities\n");
     let err = parse(&text, FileRole::Real).unwrap_err().to_string();
-    assert!(err.contains("data/x.csv") && err.contains("line 3") && err.contains("`correct`") && err.contains("maybe"), "{err}");
+    assert!(
+        err.contains("data/x.csv")
+            && err.contains("line 3")
+            && err.contains("`correct`")
+            && err.contains("maybe"),
+        "{err}"
+    );
 
-    let err = parse("statement,object_1\nA.,a\n", FileRole::Real).unwrap_err().to_string();
+    let err = parse("statement,object_1\nA.,a\n", FileRole::Real)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("missing required column `object_2`"), "{err}");
 
     let text = format!("{HEADER}\nA.,a,b,b,TRUE,FALSE,TRUE,cities\nB.,a,b\n");
     let err = parse(&text, FileRole::Real).unwrap_err().to_string();
-    assert!(err.contains("data/x.csv") && err.contains("line 3"), "{err}");
+    assert!(
+        err.contains("data/x.csv") && err.contains("line 3"),
+        "{err}"
+    );
 
     let text = format!("{HEADER}\n ,a,b,b,TRUE,FALSE,TRUE,cities\n");
     let err = parse(&text, FileRole::Real).unwrap_err().to_string();
@@ -63,10 +86,16 @@ fn errors_name_file_line_and_field() {
 #[test]
 fn word_definitions_concatenate_three_relations_in_datapack_order() {
     let data = load_domain(&DataRoot::bundled(), Domain::WordDefinitions).unwrap();
-    let relations: Vec<&str> = data.statements.iter().map(|s| s.relation.as_str()).collect();
-    assert_eq!(relations.iter().filter(|r| **r == "instances").count(), 1500);
-    assert_eq!(relations.iter().filter(|r| **r == "types").count(), 3500);
-    assert_eq!(relations.iter().filter(|r| **r == "synonyms").count(), 3500);
+    // Count the upstream (trilemma) rows only: the Fictional and Synthetic (Fi) files add more.
+    let upstream = |relation: &str| {
+        data.statements
+            .iter()
+            .filter(|s| s.provenance.starts_with("trilemma/") && s.relation == relation)
+            .count()
+    };
+    assert_eq!(upstream("instances"), 1500);
+    assert_eq!(upstream("types"), 3500);
+    assert_eq!(upstream("synonyms"), 3500);
     assert_eq!(data.statements[0].id, "word_instances:0");
     assert_eq!(data.statements[1000].id, "word_types:0");
     assert_eq!(data.statements[5000].id, "word_types_synthetic:0");
@@ -76,7 +105,12 @@ fn word_definitions_concatenate_three_relations_in_datapack_order() {
 fn user_data_directory_errors_when_required_file_missing() {
     let dir = tempfile::tempdir().unwrap();
     let root = DataRoot::from_dir(dir.path()).unwrap();
-    let err = load_domain(&root, Domain::CityLocations).unwrap_err().to_string();
-    assert!(err.contains("city_locations.csv") && err.contains("missing"), "{err}");
+    let err = load_domain(&root, Domain::CityLocations)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("city_locations.csv") && err.contains("missing"),
+        "{err}"
+    );
     assert!(DataRoot::from_dir(&dir.path().join("nope")).is_err());
 }
