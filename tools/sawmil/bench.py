@@ -6,12 +6,14 @@
 
 For each size: writes train/test MIL files, times the Rust fit (wall time of the CLI process,
 file I/O included) and, for sizes listed in --python-bags, the reference fit (the fit call
-only); reports the agreement of test-bag labels, cosine(w), and the speed ratio. Both use
+only); wall and CPU seconds (the machine may be shared: CPU time is the steadier measure);
+reports the agreement of test-bag labels, cosine(w), and the speed ratio. Both use
 C = 1 (no search). Sizes without a Python run print the Rust time only.
 """
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -43,22 +45,26 @@ def run_size(args, n_bags, with_python, workdir):
     write_mil(train_path, *train)
     write_mil(test_path, *test)
 
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run([args.pstat, "sawmil", "fit", "--bags", train_path, "--C", str(args.c),
                     "--out", probe_path], check=True, capture_output=True)
     rust_s = time.perf_counter() - t0
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rust_cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
     out = subprocess.run([args.pstat, "sawmil", "predict", "--probe", probe_path, "--bags", test_path],
                          check=True, capture_output=True, text=True).stdout
     rust_labels = np.array([json.loads(line)["label"] for line in out.splitlines()])
-    row = dict(bags=n_bags, instances=n_bags * args.instances, dim=args.dim, rust_s=round(rust_s, 3),
+    row = dict(bags=n_bags, instances=n_bags * args.instances, dim=args.dim, rust_s=round(rust_s, 3), rust_cpu_s=round(rust_cpu, 3),
                rust_test_accuracy=float((rust_labels == test[2]).mean()))
     if with_python:
-        t0 = time.perf_counter()
+        t0, p0 = time.perf_counter(), time.process_time()
         fit = reference.sawmil_fit(*train, args.c)
-        py_s = time.perf_counter() - t0
+        py_s, py_cpu = time.perf_counter() - t0, time.process_time() - p0
         py_labels = np.where(reference.sawmil_scores(fit, test[0], test[1]) > 0, 1, -1)
         w_rust = load_file(probe_path)["w"]
-        row.update(python_s=round(py_s, 3), speedup=round(py_s / rust_s, 1),
+        row.update(python_s=round(py_s, 3), python_cpu_s=round(py_cpu, 3),
+                   speedup_wall=round(py_s / rust_s, 1), speedup_cpu=round(py_cpu / rust_cpu, 1),
                    label_agreement=float((py_labels == rust_labels).mean()),
                    cosine_w=float(w_rust @ fit["w"]))
     return row
