@@ -29,6 +29,9 @@ enum Command {
     Data(cmd::data::DataCommand),
     /// Cluster points with PCA → UMAP → HDBSCAN, choosing hyperparameters by Algorithm 1.
     Cluster(cmd::cluster::ClusterArgs),
+    /// Generic sAwMIL multiple-instance learner: fit on bags of vectors, predict bag scores.
+    #[command(subcommand)]
+    Sawmil(cmd::sawmil::SawmilCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -36,6 +39,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Data(c) => cmd::data::run(c),
         Command::Cluster(a) => cmd::cluster::run(a),
+        Command::Sawmil(c) => cmd::sawmil::run(c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

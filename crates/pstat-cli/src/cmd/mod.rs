@@ -2,3 +2,4 @@
 pub mod cluster;
 pub mod data;
 pub mod generate;
+pub mod sawmil;

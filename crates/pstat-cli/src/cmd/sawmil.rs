@@ -1,0 +1,106 @@
+//! `pstat sawmil`: sAwMIL as a generic multiple-instance learner on any bags of vectors.
+
+use anyhow::Context;
+use clap::Subcommand;
+use pstat_probe::milfile::MilFile;
+use pstat_probe::{ProbeKind, SawMilParams, TrainedProbe};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum SawmilCommand {
+    /// Fit a probe on labelled bags (safetensors with `X`, `bag_offsets`, `y`, optional `intra`).
+    Fit {
+        /// Input bags: `X` [instances, d] f32, `bag_offsets` [bags+1] i64, `y` [bags] i8 (±1),
+        /// `intra` [instances] u8 known-positive mask (default: the last 2 instances of each bag).
+        #[arg(long)]
+        bags: PathBuf,
+        /// Regularization C; omit to choose it from 0.05, 0.1, 0.5, 1, 10 by 3-fold CV.
+        #[arg(long = "C")]
+        c: Option<f64>,
+        /// Seeds capping, CV folds and the solver's coordinate order.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Bags used for the fit (the first ones), as upstream.
+        #[arg(long, default_value_t = 1800)]
+        train_bag_limit: usize,
+        /// Instances kept per training bag (known positives always kept).
+        #[arg(long, default_value_t = 10)]
+        max_bag_size: usize,
+        /// Output probe (safetensors: w, b, scaler_mean, scaler_scale; C and eta in metadata).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Score bags: one JSON line per bag, `{"score": s, "label": 1|-1}`, in bag order.
+    Predict {
+        #[arg(long)]
+        probe: PathBuf,
+        /// Bags file (`X` and `bag_offsets`; `y` and `intra` are ignored).
+        #[arg(long)]
+        bags: PathBuf,
+    },
+}
+
+pub fn run(command: SawmilCommand) -> anyhow::Result<()> {
+    match command {
+        SawmilCommand::Fit {
+            bags,
+            c,
+            seed,
+            train_bag_limit,
+            max_bag_size,
+            out,
+        } => {
+            let set = MilFile::read(&bags)?
+                .training_set()
+                .with_context(|| bags.display().to_string())?;
+            let params = SawMilParams {
+                c,
+                seed,
+                train_bag_limit,
+                max_bag_size,
+                ..SawMilParams::default()
+            };
+            let report = params.fit_report(&set)?;
+            report.probe.save(&out)?;
+            let c = report.probe.c.unwrap_or(f64::NAN);
+            eprintln!(
+                "fit {} bags (d = {}): C = {c}, eta = {:.4}, {} selected positive instances -> {}",
+                set.len(),
+                set.bags.dim(),
+                report.eta,
+                report.selected.iter().filter(|&&s| s).count(),
+                out.display()
+            );
+            Ok(())
+        }
+        SawmilCommand::Predict { probe, bags } => {
+            let model = TrainedProbe::load(&probe)?;
+            if model.kind != ProbeKind::SawMil {
+                anyhow::bail!(
+                    "{}: is a {} probe, not sawmil",
+                    probe.display(),
+                    model.kind.name()
+                );
+            }
+            let file = MilFile::read(&bags)?;
+            if file.bags.dim() != model.dim() {
+                anyhow::bail!(
+                    "{}: tensor `X` has {} features but the probe {} expects {}",
+                    bags.display(),
+                    file.bags.dim(),
+                    probe.display(),
+                    model.dim()
+                );
+            }
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            for score in model.scores(&file.bags) {
+                let line =
+                    serde_json::json!({ "score": score, "label": TrainedProbe::label(score) });
+                writeln!(out, "{line}")?;
+            }
+            out.flush()?;
+            Ok(())
+        }
+    }
+}
