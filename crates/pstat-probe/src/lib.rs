@@ -16,6 +16,7 @@ pub mod massmean;
 pub mod metrics;
 pub mod milfile;
 pub mod noise;
+pub mod perturbation;
 pub mod probe;
 pub mod qp;
 pub mod sawmil;
