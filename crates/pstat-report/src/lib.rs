@@ -1,1 +1,316 @@
-//! (being built)
+//! The report of a pstat run: figures (SVG + PNG) and one self-contained HTML page, built
+//! purely from the files of a run output folder, so it can be rebuilt (`pstat report --run
+//! DIR`) and tested without any model.
+//!
+//! Inputs (only `stability.csv` is required; a missing one drops its sections with a note):
+//! `stability.csv`, `layers.json`, `familiarity.csv`, `distances.csv`,
+//! `bigram_rank_frequency.csv`, `bigram_distances.csv`, `clusters.csv`,
+//! `clusters/<model>/<domain>/result.json`, `themes.csv`, `answers.csv`, `manifest.json`.
+//! Outputs: `figures/<id>.svg`, `figures/<id>.png` and `report.html`, each written atomically.
+
+mod error;
+pub mod figures;
+mod html;
+pub mod inputs;
+mod names;
+mod select;
+mod summary;
+mod tables;
+
+pub use error::ReportError;
+pub use inputs::RunData;
+
+use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, stability_figure};
+use html::Section;
+use select::{
+    BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, behavioral_variants,
+    representational, sawmil_layer_offsets,
+};
+use std::path::{Path, PathBuf};
+use tables::{KindCell, kind_tables};
+
+/// What `build_report` wrote.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub html: PathBuf,
+    /// `figures/<id>.svg` and `.png` of every figure, in report order.
+    pub figures: Vec<PathBuf>,
+    /// One line per input the run did not have, naming what was left out.
+    pub notes: Vec<String>,
+}
+
+/// Read the run folder `run_dir`, write its figures under `run_dir/figures/` and
+/// `run_dir/report.html`.
+pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
+    let data = RunData::load(run_dir)?;
+    let layers = VeracityLayers::new(&data);
+    let mut written = Vec::new();
+    let mut render = |spec: Option<FigureSpec>, section: &mut Section| -> Result<(), ReportError> {
+        if let Some(spec) = spec {
+            let figure: RenderedFigure = render_and_write(run_dir, spec)?;
+            for ext in ["svg", "png"] {
+                written.push(run_dir.join("figures").join(format!("{}.{ext}", figure.id)));
+            }
+            section.figures.push(figure);
+        }
+        Ok(())
+    };
+
+    let behavioral = behavioral_main(&data);
+    let sawmil = representational(&data, &layers, "sawmil");
+    let mass_mean = representational(&data, &layers, "mass_mean");
+
+    let mut summary = Section::new(
+        "summary",
+        "What this run shows",
+        "Computed from this run's tables; the paper's claims are tested here, not repeated.",
+    );
+    for (name, selection) in [("Behavioral", &behavioral), ("Representational", &sawmil)] {
+        if !selection.rows.is_empty() {
+            summary
+                .findings
+                .push(summary::stability_finding(name, selection));
+        }
+    }
+    if let Some(rows) = &data.familiarity {
+        summary.findings.push(summary::familiarity_finding(rows));
+    }
+    if let Some(rows) = &data.distances {
+        summary.findings.push(summary::distance_finding(rows));
+    }
+    if let Some(rows) = &data.bigram_distances {
+        summary.findings.push(summary::bigram_finding(rows));
+    }
+    summary.findings.push(summary::flagged_baselines(&data));
+    summary.tables.push(summary::comparison_table(&[
+        ("Behavioral (main)", behavioral.rows.clone()),
+        ("Representational sAwMIL (main)", sawmil.rows.clone()),
+        (
+            "sAwMIL, layers l−2..l+2 (A4)",
+            sawmil_layer_offsets(&data, &layers)
+                .into_iter()
+                .map(|(_, r)| r)
+                .collect(),
+        ),
+        (
+            "Behavioral, every K and baseline (A5)",
+            behavioral_variants(&data)
+                .into_iter()
+                .map(|(_, r)| r)
+                .collect(),
+        ),
+        ("Mass-Mean (A7)", mass_mean.rows.clone()),
+    ]));
+
+    let mut familiarity = Section::new(
+        "familiarity",
+        "Familiarity and lexical controls",
+        "Whether the statement types differ in familiarity (object-token probability) while Synthetic statements \
+         keep the surface statistics and representational spread of the types they were built from (paper Section 5.1).",
+    );
+    match &data.bigram_curves {
+        Some(rows) => render(figures::fig2_curves(rows), &mut familiarity)?,
+        None => familiarity.missing("Fig. 2 (a–c) bigram curves", "bigram_rank_frequency.csv"),
+    }
+    match &data.bigram_distances {
+        Some(rows) => familiarity.tables.push(tables::bigram_distance_table(rows)),
+        None => familiarity.missing("Bigram Jensen–Shannon distances", "bigram_distances.csv"),
+    }
+    match &data.distances {
+        Some(rows) => {
+            render(figures::fig2_distances(rows), &mut familiarity)?;
+            let cells: Vec<KindCell> = rows
+                .iter()
+                .map(|r| KindCell {
+                    model: &r.model,
+                    domain: &r.domain,
+                    kind: &r.kind,
+                    value: r.mean_distance,
+                    lo: r.lo,
+                    hi: r.hi,
+                })
+                .collect();
+            familiarity.tables.extend(kind_tables(
+                "table_distances",
+                "Within-group distances",
+                |d| format!("Mean within-group Euclidean distance, {d} [interval]."),
+                &cells,
+            ));
+        }
+        None => familiarity.missing("Fig. 2 (d) within-group distances", "distances.csv"),
+    }
+    match &data.familiarity {
+        Some(rows) => {
+            render(figures::familiarity_figure(rows), &mut familiarity)?;
+            let cells: Vec<KindCell> = rows
+                .iter()
+                .map(|r| KindCell {
+                    model: &r.model,
+                    domain: &r.domain,
+                    kind: &r.kind,
+                    value: r.mean_object_token_prob,
+                    lo: r.lo,
+                    hi: r.hi,
+                })
+                .collect();
+            familiarity.tables.extend(kind_tables(
+                "table_familiarity",
+                "Familiarity (Tables A6–A8)",
+                |d| format!("Tables A6–A8 layout — mean object-token probability, {d}, with its bootstrap interval (higher = more familiar)."),
+                &cells,
+            ));
+        }
+        None => familiarity.missing(
+            "Fig. 2 (e) and Tables A6–A8 (familiarity)",
+            "familiarity.csv",
+        ),
+    }
+
+    let mut stability = Section::new(
+        "stability",
+        "Epistemic stability under perturbations",
+        "Retraction rate ρ_R = |R| / |B_true(Θ0)|: the share of held-out True statements judged True at baseline that are \
+         no longer judged True under Θ; expansion rate ρ_E = |E| / |B_not-true(Θ0)| (paper Section 3.3).",
+    );
+    render(
+        stability_figure(&data, &layers, StabilityFigure::Retractions),
+        &mut stability,
+    )?;
+    render(
+        stability_figure(&data, &layers, StabilityFigure::Expansions),
+        &mut stability,
+    )?;
+    for (id, name, selection, instantiation) in [
+        (
+            "table_counts_behavioral",
+            "Table A4 style — behavioral",
+            &behavioral,
+            BEHAVIORAL,
+        ),
+        (
+            "table_counts_representational",
+            "Table A5 style — representational (sAwMIL)",
+            &sawmil,
+            REPRESENTATIONAL,
+        ),
+    ] {
+        if selection.rows.is_empty() {
+            stability.notes.push(format!("{instantiation} results: not computed in this run (no {instantiation} rows in stability.csv)."));
+            continue;
+        }
+        let caption = format!(
+            "{name}: retractions R (share of |B_true(Θ0)|) and expansions E (share of |B_not-true(Θ0)|) per condition; {}.",
+            selection.description
+        );
+        stability
+            .tables
+            .push(tables::counts_table(id, name, caption, &selection.rows));
+    }
+
+    let mut robustness = Section::new(
+        "robustness",
+        "Robustness",
+        "Whether the ordering of conditions survives a different layer (A4), belief-context size and baseline (A5) and probe (A7).",
+    );
+    for (which, what) in [
+        (
+            StabilityFigure::Layers,
+            "Fig. A4 (sAwMIL at neighbouring layers)",
+        ),
+        (
+            StabilityFigure::ContextSize,
+            "Fig. A5 (behavioral K and baseline)",
+        ),
+        (StabilityFigure::MassMean, "Fig. A7 (Mass-Mean probe)"),
+    ] {
+        match stability_figure(&data, &layers, which) {
+            Some(spec) => render(Some(spec), &mut robustness)?,
+            None => robustness.notes.push(format!(
+                "{what}: not computed in this run (no matching rows in stability.csv)."
+            )),
+        }
+    }
+
+    let mut veracity = Section::new(
+        "layers",
+        "Veracity layers",
+        "The layer whose representations the probes read, per model and domain.",
+    );
+    match &data.layers {
+        Some(l) => veracity.tables.push(tables::layers_table(l)),
+        None => veracity.missing("Veracity-layer selection", "layers.json"),
+    }
+    if !layers.guessed.is_empty() {
+        veracity.notes.push(
+            "Without layers.json the veracity layer of each model and domain is taken as the middle of the layers this run evaluated.".into(),
+        );
+    }
+
+    let mut answers = Section::new(
+        "answers",
+        "Behavioral answers",
+        "How the model distributed its answers over the three options.",
+    );
+    match &data.answers {
+        Some(rows) => answers.tables.push(tables::answers_table(rows)),
+        None => answers.missing("Answer distribution", "answers.csv"),
+    }
+
+    let mut clusters = Section::new(
+        "clusters",
+        "Retraction clusters and themes",
+        "Retracted statements clustered in activation space (PCA → UMAP → HDBSCAN, Algorithm 1) and the themes proposed for each cluster (paper Section 4.5, Appendix I).",
+    );
+    let members = data.cluster_members.as_deref().unwrap_or_default();
+    if members.is_empty() && data.cluster_results.is_empty() {
+        clusters.missing(
+            "Clustering",
+            "clusters.csv or clusters/<model>/<domain>/result.json",
+        );
+    } else {
+        clusters
+            .tables
+            .push(tables::clusters_table(members, &data.cluster_results));
+    }
+    let themes = data.themes.as_deref().unwrap_or_default();
+    for spec in figures::cluster_figures(&data.cluster_results, themes) {
+        render(Some(spec), &mut clusters)?;
+    }
+    match &data.themes {
+        Some(rows) => clusters.tables.push(tables::themes_table(rows)),
+        None => clusters.missing("Cluster themes", "themes.csv"),
+    }
+
+    let sections = [
+        summary,
+        familiarity,
+        stability,
+        robustness,
+        veracity,
+        answers,
+        clusters,
+    ];
+    let provenance = data
+        .manifest
+        .as_ref()
+        .map(html::manifest_rows)
+        .unwrap_or_default();
+    let run_name = run_dir
+        .canonicalize()
+        .unwrap_or_else(|_| run_dir.to_path_buf())
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let page = html::render(&run_name, &sections, &provenance)?;
+    let html_path = run_dir.join("report.html");
+    pstat_data::artifact::write_atomic(&html_path, page.as_bytes())
+        .map_err(|e| ReportError::io(&html_path, e))?;
+    Ok(Report {
+        html: html_path,
+        figures: written,
+        notes: sections
+            .iter()
+            .flat_map(|s| s.notes.iter().cloned())
+            .collect(),
+    })
+}

@@ -1,0 +1,268 @@
+//! Fig. 3 (retractions), A1 (expansions), A4 (layer robustness), A5 (K and baseline
+//! robustness) and A7 (Mass-Mean): rates by condition Θ, one panel per domain.
+
+use super::FigureSpec;
+use super::model::{Dot, DotSeries, Figure, LegendEntry, Marker, Panel, PanelBody, Swatch};
+use crate::inputs::RunData;
+use crate::names::{condition_order, condition_title, domain_order, domain_title, sorted_unique};
+use crate::select::{
+    BEHAVIORAL, Measure, REPRESENTATIONAL, VeracityLayers, across_models, behavioral_main,
+    behavioral_variants, median, offset_label, representational, sawmil_layer_offsets,
+};
+use pstat_stability::StabilityRow;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StabilityFigure {
+    /// Fig. 3: retraction rates, behavioral and representational (sAwMIL).
+    Retractions,
+    /// Fig. A1: the same for expansion rates.
+    Expansions,
+    /// Fig. A4: sAwMIL retraction rates at the veracity layer l and l±1, l±2.
+    Layers,
+    /// Fig. A5: behavioral retraction rates per K and baseline.
+    ContextSize,
+    /// Fig. A7: Mass-Mean retraction rates.
+    MassMean,
+}
+
+/// Rows tagged with the group (legend entry) they belong to.
+type Labelled<'a> = Vec<(String, &'a StabilityRow)>;
+
+struct PanelRow<'a> {
+    name: &'static str,
+    rows: Labelled<'a>,
+}
+
+fn by_model(rows: Vec<&StabilityRow>) -> Labelled<'_> {
+    rows.into_iter().map(|r| (r.model.clone(), r)).collect()
+}
+
+/// Build the figure, or `None` when the run has no rows for it.
+pub fn stability_figure(
+    data: &RunData,
+    layers: &VeracityLayers,
+    which: StabilityFigure,
+) -> Option<FigureSpec> {
+    let behavioral = behavioral_main(data);
+    let sawmil = representational(data, layers, "sawmil");
+    let (id, title, measure, per_model, panel_rows, caption) = match which {
+        StabilityFigure::Retractions | StabilityFigure::Expansions => {
+            let measure = if which == StabilityFigure::Retractions {
+                Measure::Retraction
+            } else {
+                Measure::Expansion
+            };
+            let (id, title) = if measure == Measure::Retraction {
+                (
+                    "fig3_retractions",
+                    "Fig. 3 — Retraction rates by perturbation Θ",
+                )
+            } else {
+                (
+                    "figA1_expansions",
+                    "Fig. A1 — Expansion rates by perturbation Θ",
+                )
+            };
+            let caption = format!(
+                "{} per condition; one dot per model with its 95% bootstrap interval, the black bar is the median across models. \
+                 Behavioral: {}. Representational: {}.",
+                capitalise(measure.noun()),
+                behavioral.description,
+                sawmil.description
+            );
+            let rows = vec![
+                PanelRow {
+                    name: "behavioral",
+                    rows: by_model(behavioral.rows),
+                },
+                PanelRow {
+                    name: "representational",
+                    rows: by_model(sawmil.rows),
+                },
+            ];
+            (id, title, measure, true, rows, caption)
+        }
+        StabilityFigure::MassMean => {
+            let mass_mean = representational(data, layers, "mass_mean");
+            let caption = format!(
+                "Retraction rate per condition for {}; one dot per model with its 95% bootstrap interval, the black bar is the median across models.",
+                mass_mean.description
+            );
+            let rows = vec![PanelRow {
+                name: "Mass-Mean",
+                rows: by_model(mass_mean.rows),
+            }];
+            (
+                "figA7_mass_mean",
+                "Fig. A7 — Mass-Mean probe retraction rates",
+                Measure::Retraction,
+                true,
+                rows,
+                caption,
+            )
+        }
+        StabilityFigure::Layers => {
+            let rows = sawmil_layer_offsets(data, layers)
+                .into_iter()
+                .map(|(offset, r)| (offset_label(offset), r))
+                .collect();
+            let caption = format!(
+                "sAwMIL retraction rate per condition at the veracity layer l and its neighbours. {}",
+                AGGREGATE_NOTE
+            );
+            let rows = vec![PanelRow {
+                name: REPRESENTATIONAL,
+                rows,
+            }];
+            (
+                "figA4_layers",
+                "Fig. A4 — Layer robustness (sAwMIL)",
+                Measure::Retraction,
+                false,
+                rows,
+                caption,
+            )
+        }
+        StabilityFigure::ContextSize => {
+            let caption = format!(
+                "Behavioral retraction rate per condition for each belief-context size K and baseline \
+                 (empty context, or K True training statements). {}",
+                AGGREGATE_NOTE
+            );
+            let rows = vec![PanelRow {
+                name: BEHAVIORAL,
+                rows: behavioral_variants(data),
+            }];
+            (
+                "figA5_k_baseline",
+                "Fig. A5 — Belief-context size and baseline robustness",
+                Measure::Retraction,
+                false,
+                rows,
+                caption,
+            )
+        }
+    };
+    let all: Vec<&StabilityRow> = panel_rows
+        .iter()
+        .flat_map(|p| p.rows.iter().map(|(_, r)| *r))
+        .collect();
+    if all.is_empty() {
+        return None;
+    }
+    let domains = sorted_unique(all.iter().map(|r| r.domain.as_str()), domain_order);
+    let conditions = sorted_unique(all.iter().map(|r| r.condition.as_str()), condition_order);
+    // Group order: models alphabetically; layer offsets and K variants as the selection sorted them.
+    let mut groups: Vec<String> = Vec::new();
+    for (label, _) in panel_rows.iter().flat_map(|p| p.rows.iter()) {
+        if !groups.contains(label) {
+            groups.push(label.clone());
+        }
+    }
+    if per_model {
+        groups.sort();
+    }
+    let mut panels = Vec::new();
+    for panel_row in panel_rows.iter().filter(|p| !p.rows.is_empty()) {
+        for domain in &domains {
+            let rows: Labelled = panel_row
+                .rows
+                .iter()
+                .filter(|(_, r)| &r.domain == domain)
+                .cloned()
+                .collect();
+            panels.push(Panel {
+                title: format!("{} · {}", domain_title(domain), panel_row.name),
+                value_label: measure.noun().to_string(),
+                body: dots_body(&rows, &groups, &conditions, measure, per_model),
+            });
+        }
+    }
+    let mut legend: Vec<LegendEntry> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| LegendEntry {
+            label: g.clone(),
+            swatch: Swatch::Palette(i),
+            marker: Marker::Dot,
+        })
+        .collect();
+    if per_model {
+        legend.push(LegendEntry {
+            label: "median across models".into(),
+            swatch: Swatch::Black,
+            marker: Marker::MedianBar,
+        });
+    }
+    Some(FigureSpec {
+        id: id.to_string(),
+        title: title.to_string(),
+        caption,
+        figure: Figure {
+            panels,
+            ncols: domains.len(),
+            legend,
+        },
+    })
+}
+
+const AGGREGATE_NOTE: &str = "With one model, each dot is its rate with the 95% bootstrap interval; \
+with several, the median across models with the interquartile range.";
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map_or_else(String::new, |f| {
+        f.to_uppercase().collect::<String>() + c.as_str()
+    })
+}
+
+/// One series per group; each dot aggregates the group's rows of that condition across models.
+fn dots_body(
+    rows: &Labelled,
+    groups: &[String],
+    conditions: &[String],
+    measure: Measure,
+    with_median: bool,
+) -> PanelBody {
+    let values = |group: Option<&str>, condition: &str| -> Vec<Dot> {
+        rows.iter()
+            .filter(|(g, r)| group.is_none_or(|want| g == want) && r.condition == condition)
+            .filter_map(|(_, r)| measure.dot(r))
+            .collect()
+    };
+    let series = groups
+        .iter()
+        .enumerate()
+        .map(|(color, group)| DotSeries {
+            color,
+            dots: conditions
+                .iter()
+                .map(|c| across_models(&values(Some(group), c)))
+                .collect(),
+        })
+        .collect();
+    let medians = conditions
+        .iter()
+        .map(|c| {
+            let v: Vec<f64> = values(None, c).iter().map(|d| d.value).collect();
+            if with_median { median(&v) } else { None }
+        })
+        .collect();
+    PanelBody::Dots {
+        categories: conditions.iter().map(|c| condition_title(c)).collect(),
+        series,
+        medians,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_run_has_no_stability_figures() {
+        let data = RunData::default();
+        let layers = VeracityLayers::new(&data);
+        assert!(stability_figure(&data, &layers, StabilityFigure::Retractions).is_none());
+    }
+}

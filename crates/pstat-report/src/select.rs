@@ -1,0 +1,242 @@
+//! Which rows of `stability.csv` each figure, table and summary line uses. The main results
+//! (Fig. 3, A1, count tables) use, per model and domain: behavioral — the largest K with the
+//! empty baseline in the model's prompt format (chat when it has one); representational — the
+//! veracity layer. Resample and shuffle rows are controls and never enter these selections.
+
+use crate::figures::model::Dot;
+use crate::inputs::RunData;
+use crate::names::paper_conditions;
+use pstat_stability::StabilityRow;
+use pstat_stability::belief::percentile;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub const BEHAVIORAL: &str = "behavioral";
+pub const REPRESENTATIONAL: &str = "representational";
+
+/// Which rate of a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    Retraction,
+    Expansion,
+}
+
+impl Measure {
+    pub fn dot(self, r: &StabilityRow) -> Option<Dot> {
+        let (value, lo, hi) = match self {
+            Measure::Retraction => (
+                r.retraction_rate,
+                r.retraction_rate_lo,
+                r.retraction_rate_hi,
+            ),
+            Measure::Expansion => (r.expansion_rate, r.expansion_rate_lo, r.expansion_rate_hi),
+        };
+        value.map(|value| Dot { value, lo, hi })
+    }
+
+    pub fn noun(self) -> &'static str {
+        match self {
+            Measure::Retraction => "retraction rate",
+            Measure::Expansion => "expansion rate",
+        }
+    }
+}
+
+/// Perturbation rows only: the baseline compared with itself says nothing.
+pub fn is_perturbation(condition: &str) -> bool {
+    paper_conditions()
+        .baseline()
+        .is_none_or(|b| b.name != condition)
+}
+
+fn point_rows(data: &RunData) -> impl Iterator<Item = &StabilityRow> {
+    data.stability
+        .iter()
+        .filter(|r| r.resample.is_none() && is_perturbation(&r.condition))
+}
+
+/// The veracity layer of each (model, domain): from `layers.json` when present, otherwise the
+/// middle of the representational layers the run evaluated (l−2..l+2 has l in the middle).
+#[derive(Debug, Clone, Default)]
+pub struct VeracityLayers {
+    layers: BTreeMap<(String, String), usize>,
+    pub guessed: BTreeSet<(String, String)>,
+}
+
+impl VeracityLayers {
+    pub fn new(data: &RunData) -> Self {
+        let mut out = VeracityLayers::default();
+        for c in data.layers.iter().flatten() {
+            out.layers
+                .insert((c.model.clone(), c.domain.clone()), c.veracity_layer);
+        }
+        let mut present: BTreeMap<(String, String), BTreeSet<usize>> = BTreeMap::new();
+        for r in point_rows(data).filter(|r| r.instantiation == REPRESENTATIONAL) {
+            if let Some(layer) = r.layer {
+                present
+                    .entry((r.model.clone(), r.domain.clone()))
+                    .or_default()
+                    .insert(layer);
+            }
+        }
+        for (key, layers) in present {
+            if !out.layers.contains_key(&key) {
+                let sorted: Vec<usize> = layers.into_iter().collect();
+                out.layers
+                    .insert(key.clone(), sorted[(sorted.len() - 1) / 2]);
+                out.guessed.insert(key);
+            }
+        }
+        out
+    }
+
+    pub fn get(&self, model: &str, domain: &str) -> Option<usize> {
+        self.layers
+            .get(&(model.to_string(), domain.to_string()))
+            .copied()
+    }
+}
+
+/// Rows of one instantiation, with a sentence saying which configuration they are.
+#[derive(Debug, Clone)]
+pub struct Selection<'a> {
+    pub rows: Vec<&'a StabilityRow>,
+    pub description: String,
+}
+
+/// The prompt format used for a model's main results: chat when the run has it, else plain.
+fn preferred_formats(data: &RunData) -> BTreeMap<String, Option<String>> {
+    let mut out: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for r in point_rows(data).filter(|r| r.instantiation == BEHAVIORAL) {
+        let slot = out.entry(r.model.clone()).or_insert(r.format.clone());
+        if r.format.as_deref() == Some("chat") {
+            *slot = r.format.clone();
+        }
+    }
+    out
+}
+
+fn is_empty_baseline(r: &StabilityRow) -> bool {
+    r.baseline.as_deref().is_none_or(|b| b == "empty")
+}
+
+/// Behavioral rows in each model's preferred format (every K and baseline).
+fn behavioral_rows(data: &RunData) -> Vec<&StabilityRow> {
+    let formats = preferred_formats(data);
+    point_rows(data)
+        .filter(|r| r.instantiation == BEHAVIORAL)
+        .filter(|r| formats.get(&r.model) == Some(&r.format))
+        .collect()
+}
+
+pub fn behavioral_main(data: &RunData) -> Selection<'_> {
+    let rows = behavioral_rows(data);
+    let main_k = rows
+        .iter()
+        .filter(|r| is_empty_baseline(r))
+        .filter_map(|r| r.k)
+        .max();
+    let rows: Vec<&StabilityRow> = rows
+        .into_iter()
+        .filter(|r| is_empty_baseline(r) && r.k == main_k)
+        .collect();
+    let formats: BTreeSet<&str> = rows.iter().filter_map(|r| r.format.as_deref()).collect();
+    let description = format!(
+        "prompting with a belief context of K = {} statements against the empty-context baseline ({} format)",
+        main_k.map_or("?".to_string(), |k| k.to_string()),
+        if formats.is_empty() {
+            "unspecified".to_string()
+        } else {
+            formats.into_iter().collect::<Vec<_>>().join(" / ")
+        }
+    );
+    Selection { rows, description }
+}
+
+/// Representational rows of `probe` at each (model, domain)'s veracity layer.
+pub fn representational<'a>(
+    data: &'a RunData,
+    layers: &VeracityLayers,
+    probe: &str,
+) -> Selection<'a> {
+    let rows: Vec<&StabilityRow> = point_rows(data)
+        .filter(|r| r.instantiation == REPRESENTATIONAL && r.probe == probe)
+        .filter(|r| r.layer.is_some() && r.layer == layers.get(&r.model, &r.domain))
+        .collect();
+    let probe_name = if probe == "sawmil" {
+        "sAwMIL"
+    } else if probe == "mass_mean" {
+        "Mass-Mean"
+    } else {
+        probe
+    };
+    let mut description =
+        format!("the {probe_name} probe retrained under each condition at the veracity layer");
+    if !layers.guessed.is_empty() {
+        description
+            .push_str(" (no layers.json: taken as the middle of the layers this run evaluated)");
+    }
+    Selection { rows, description }
+}
+
+/// Behavioral rows per (K, baseline) variant, labelled for Fig. A5.
+pub fn behavioral_variants(data: &RunData) -> Vec<(String, &StabilityRow)> {
+    let mut out: Vec<((usize, bool), String, &StabilityRow)> = behavioral_rows(data)
+        .into_iter()
+        .map(|r| {
+            let k = r.k.unwrap_or(0);
+            let baseline = r.baseline.as_deref().unwrap_or("empty");
+            let label = format!("K = {k}, {baseline} baseline");
+            ((k, baseline != "empty"), label, r)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.into_iter().map(|(_, label, r)| (label, r)).collect()
+}
+
+/// sAwMIL rows labelled by their offset from the veracity layer (Fig. A4).
+pub fn sawmil_layer_offsets<'a>(
+    data: &'a RunData,
+    layers: &VeracityLayers,
+) -> Vec<(i64, &'a StabilityRow)> {
+    let mut out: Vec<(i64, &StabilityRow)> = point_rows(data)
+        .filter(|r| r.instantiation == REPRESENTATIONAL && r.probe == "sawmil")
+        .filter_map(|r| {
+            let l = layers.get(&r.model, &r.domain)?;
+            Some((r.layer? as i64 - l as i64, r))
+        })
+        .collect();
+    out.sort_by_key(|(offset, _)| *offset);
+    out
+}
+
+pub fn offset_label(offset: i64) -> String {
+    match offset {
+        0 => "l (veracity layer)".to_string(),
+        o if o > 0 => format!("l+{o}"),
+        o => format!("l−{}", -o),
+    }
+}
+
+/// One value per model → a summary dot: with one model its own value and bootstrap interval;
+/// with several, the median and the interquartile range across models.
+pub fn across_models(dots: &[Dot]) -> Option<Dot> {
+    match dots {
+        [] => None,
+        [one] => Some(*one),
+        many => {
+            let mut v: Vec<f64> = many.iter().map(|d| d.value).collect();
+            v.sort_by(f64::total_cmp);
+            Some(Dot {
+                value: percentile(&v, 0.5),
+                lo: Some(percentile(&v, 0.25)),
+                hi: Some(percentile(&v, 0.75)),
+            })
+        }
+    }
+}
+
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    (!v.is_empty()).then(|| percentile(&v, 0.5))
+}

@@ -1,0 +1,379 @@
+//! The report's tables, as plain rows of text the template lays out: counts (Tables A4/A5),
+//! familiarity (Tables A6–A8), distances, bigram distances, veracity layers, answer
+//! distributions, clusters and themes.
+
+use crate::inputs::{
+    AnswerRow, BigramDistanceRow, ClusterMember, ClusterResult, LayerChoice, ThemeRow,
+};
+use crate::names::{
+    condition_order, condition_title, domain_order, domain_title, kind_order, kind_title,
+    sorted_unique,
+};
+use pstat_stability::StabilityRow;
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Table {
+    /// HTML anchor.
+    pub id: String,
+    /// Short name for the table of contents.
+    pub title: String,
+    pub caption: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// Columns from this index on hold numbers and are right-aligned.
+    pub numeric_from: usize,
+}
+
+fn pct(part: usize, whole: usize) -> String {
+    if whole == 0 {
+        format!("{part} (–)")
+    } else {
+        format!("{part} ({:.1}%)", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+fn interval(value: f64, lo: Option<f64>, hi: Option<f64>) -> String {
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => format!("{value:.3} [{lo:.3}, {hi:.3}]"),
+        _ => format!("{value:.3}"),
+    }
+}
+
+/// Tables A4 (behavioral) / A5 (representational) style: per domain and model, the baseline
+/// belief-set sizes and, per condition, retractions R (share of B_true) and expansions E
+/// (share of B_not-true); with several models a summed "all models" row per domain.
+pub fn counts_table(id: &str, title: &str, caption: String, rows: &[&StabilityRow]) -> Table {
+    let conditions = sorted_unique(rows.iter().map(|r| r.condition.as_str()), condition_order);
+    let domains = sorted_unique(rows.iter().map(|r| r.domain.as_str()), domain_order);
+    let mut header = vec![
+        "Domain".to_string(),
+        "Model".into(),
+        "|B_true(Θ0)|".into(),
+        "|B_not-true(Θ0)|".into(),
+    ];
+    for c in &conditions {
+        header.push(format!("{} R", condition_title(c)));
+        header.push(format!("{} E", condition_title(c)));
+    }
+    let mut body = Vec::new();
+    for domain in &domains {
+        let in_domain: Vec<&StabilityRow> = rows
+            .iter()
+            .copied()
+            .filter(|r| &r.domain == domain)
+            .collect();
+        let models = sorted_unique(in_domain.iter().map(|r| r.model.as_str()), str::cmp);
+        let line = |label: String, members: &[&StabilityRow]| -> Vec<String> {
+            // Baseline sizes are the same for every condition of a model; take them once per model.
+            let mut sizes = std::collections::BTreeMap::new();
+            for r in members {
+                sizes.insert(&r.model, (r.n_baseline_true, r.n_baseline_not_true));
+            }
+            let (n_true, n_not) = sizes.values().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            let mut cells = vec![
+                domain_title(domain),
+                label,
+                n_true.to_string(),
+                n_not.to_string(),
+            ];
+            for c in &conditions {
+                let of_c: Vec<&&StabilityRow> =
+                    members.iter().filter(|r| &r.condition == c).collect();
+                if of_c.is_empty() {
+                    cells.extend(["–".to_string(), "–".to_string()]);
+                    continue;
+                }
+                let (t, n): (usize, usize) = of_c.iter().fold((0, 0), |a, r| {
+                    (a.0 + r.n_baseline_true, a.1 + r.n_baseline_not_true)
+                });
+                cells.push(pct(of_c.iter().map(|r| r.retractions).sum(), t));
+                cells.push(pct(of_c.iter().map(|r| r.expansions).sum(), n));
+            }
+            cells
+        };
+        for model in &models {
+            let members: Vec<&StabilityRow> = in_domain
+                .iter()
+                .copied()
+                .filter(|r| &r.model == model)
+                .collect();
+            body.push(line(model.clone(), &members));
+        }
+        if models.len() > 1 {
+            body.push(line("all models".into(), &in_domain));
+        }
+    }
+    Table {
+        id: id.into(),
+        title: title.into(),
+        caption,
+        header,
+        rows: body,
+        numeric_from: 2,
+    }
+}
+
+/// A value per (model, domain, kind) with its interval.
+pub struct KindCell<'a> {
+    pub model: &'a str,
+    pub domain: &'a str,
+    pub kind: &'a str,
+    pub value: f64,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+}
+
+/// Tables A6–A8 layout: one table per domain, models as rows, statement kinds as columns.
+pub fn kind_tables(
+    id_prefix: &str,
+    title: &str,
+    caption: impl Fn(&str) -> String,
+    cells: &[KindCell],
+) -> Vec<Table> {
+    let domains = sorted_unique(cells.iter().map(|c| c.domain), domain_order);
+    domains
+        .iter()
+        .map(|domain| {
+            let here: Vec<&KindCell> = cells.iter().filter(|c| c.domain == domain).collect();
+            let kinds = sorted_unique(here.iter().map(|c| c.kind), kind_order);
+            let models = sorted_unique(here.iter().map(|c| c.model), str::cmp);
+            let mut header = vec!["Model".to_string()];
+            header.extend(kinds.iter().map(|k| kind_title(k)));
+            let rows = models
+                .iter()
+                .map(|model| {
+                    let mut row = vec![model.clone()];
+                    row.extend(kinds.iter().map(|kind| {
+                        here.iter()
+                            .find(|c| c.model == model && c.kind == kind)
+                            .map_or("–".into(), |c| interval(c.value, c.lo, c.hi))
+                    }));
+                    row
+                })
+                .collect();
+            Table {
+                id: format!("{id_prefix}_{domain}"),
+                title: format!("{title} — {}", domain_title(domain)),
+                caption: caption(&domain_title(domain)),
+                header,
+                rows,
+                numeric_from: 1,
+            }
+        })
+        .collect()
+}
+
+pub fn bigram_distance_table(rows: &[BigramDistanceRow]) -> Table {
+    let mut sorted: Vec<&BigramDistanceRow> = rows.iter().collect();
+    sorted.sort_by(|a, b| {
+        domain_order(&a.domain, &b.domain)
+            .then(kind_order(&a.kind_a, &b.kind_a))
+            .then(kind_order(&a.kind_b, &b.kind_b))
+    });
+    Table {
+        id: "table_bigram_distances".into(),
+        title: "Bigram Jensen–Shannon distances".into(),
+        caption: "Jensen–Shannon distance between the character-bigram distributions of two statement kinds (0 = identical, 1 = disjoint).".into(),
+        header: vec!["Domain".into(), "Kind".into(), "Kind".into(), "JS distance".into()],
+        rows: sorted
+            .iter()
+            .map(|r| vec![domain_title(&r.domain), kind_title(&r.kind_a), kind_title(&r.kind_b), format!("{:.3}", r.js_distance)])
+            .collect(),
+        numeric_from: 3,
+    }
+}
+
+pub fn layers_table(layers: &[LayerChoice]) -> Table {
+    let mut sorted: Vec<&LayerChoice> = layers.iter().collect();
+    sorted.sort_by(|a, b| {
+        a.model
+            .cmp(&b.model)
+            .then(domain_order(&a.domain, &b.domain))
+    });
+    Table {
+        id: "table_layers".into(),
+        title: "Veracity layers".into(),
+        caption: "Veracity layer per model and domain, the criterion that chose it, and its score."
+            .into(),
+        header: vec![
+            "Model".into(),
+            "Domain".into(),
+            "Criterion".into(),
+            "Veracity layer".into(),
+            "AUC at that layer".into(),
+            "Layers scored".into(),
+        ],
+        rows: sorted
+            .iter()
+            .map(|c| {
+                let auc = c
+                    .scores
+                    .iter()
+                    .find(|s| s.layer == c.veracity_layer)
+                    .map_or("–".into(), |s| format!("{:.3}", s.auc));
+                vec![
+                    c.model.clone(),
+                    domain_title(&c.domain),
+                    c.criterion.clone(),
+                    c.veracity_layer.to_string(),
+                    auc,
+                    c.scores.len().to_string(),
+                ]
+            })
+            .collect(),
+        numeric_from: 3,
+    }
+}
+
+/// Shares of options a / b / c; `answers.csv` may hold counts or fractions, so shares are
+/// taken of a + b + c.
+pub fn answers_table(rows: &[AnswerRow]) -> Table {
+    let mut sorted: Vec<&AnswerRow> = rows.iter().collect();
+    sorted.sort_by(|a, b| {
+        a.model
+            .cmp(&b.model)
+            .then(domain_order(&a.domain, &b.domain))
+            .then(condition_order(&a.condition, &b.condition))
+            .then(a.k.cmp(&b.k))
+    });
+    let share = |x: f64, total: f64| {
+        if total > 0.0 {
+            format!("{:.1}%", 100.0 * x / total)
+        } else {
+            "–".into()
+        }
+    };
+    Table {
+        id: "table_answers".into(),
+        title: "Answer distribution".into(),
+        caption: "Behavioral answer distribution: share of test statements answered a (true), b (false) or c (neither).".into(),
+        header: ["Model", "Domain", "Condition", "Format", "K", "n", "a", "b", "c"].map(String::from).to_vec(),
+        rows: sorted
+            .iter()
+            .map(|r| {
+                let total = r.a + r.b + r.c;
+                vec![
+                    r.model.clone(),
+                    domain_title(&r.domain),
+                    condition_title(&r.condition),
+                    r.format.clone().unwrap_or_default(),
+                    r.k.map_or(String::new(), |k| k.to_string()),
+                    r.n.to_string(),
+                    share(r.a, total),
+                    share(r.b, total),
+                    share(r.c, total),
+                ]
+            })
+            .collect(),
+        numeric_from: 4,
+    }
+}
+
+/// Per (model, domain): statements clustered, clusters, noise points, and the chosen
+/// configuration with its Algorithm 1 score.
+pub fn clusters_table(members: &[ClusterMember], results: &[ClusterResult]) -> Table {
+    let mut keys: Vec<(String, String)> = members
+        .iter()
+        .map(|m| (m.model.clone(), m.domain.clone()))
+        .chain(results.iter().map(|r| (r.model.clone(), r.domain.clone())))
+        .collect();
+    keys.sort_by(|a, b| a.0.cmp(&b.0).then(domain_order(&a.1, &b.1)));
+    keys.dedup();
+    let rows = keys
+        .iter()
+        .map(|(model, domain)| {
+            let result = results
+                .iter()
+                .find(|r| &r.model == model && &r.domain == domain);
+            let labels: Vec<i32> = match result {
+                Some(r) => r.labels.clone(),
+                None => members
+                    .iter()
+                    .filter(|m| &m.model == model && &m.domain == domain)
+                    .map(|m| m.cluster)
+                    .collect(),
+            };
+            let clusters = sorted_unique_i32(&labels);
+            vec![
+                model.clone(),
+                domain_title(domain),
+                labels.len().to_string(),
+                clusters.iter().filter(|&&c| c >= 0).count().to_string(),
+                labels.iter().filter(|&&c| c < 0).count().to_string(),
+                result.map_or("–".into(), |r| format!("{:.3}", r.score)),
+                result.map_or("–".into(), |r| r.chosen.to_string()),
+            ]
+        })
+        .collect();
+    Table {
+        id: "table_clusters".into(),
+        title: "Clusters per model and domain".into(),
+        caption: "Clustering of retracted statements per model and domain (Algorithm 1).".into(),
+        header: [
+            "Model",
+            "Domain",
+            "Statements",
+            "Clusters",
+            "Noise",
+            "Score",
+            "Chosen configuration",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+        numeric_from: 2,
+    }
+}
+
+fn sorted_unique_i32(labels: &[i32]) -> Vec<i32> {
+    let mut v = labels.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+pub fn themes_table(themes: &[ThemeRow]) -> Table {
+    let mut sorted: Vec<&ThemeRow> = themes.iter().collect();
+    sorted.sort_by(|a, b| {
+        a.model
+            .cmp(&b.model)
+            .then(domain_order(&a.domain, &b.domain))
+            .then(a.cluster.cmp(&b.cluster))
+    });
+    Table {
+        id: "table_themes".into(),
+        title: "Cluster themes".into(),
+        caption: "Candidate semantic themes of the retraction clusters, as the labeler proposed them (to be reviewed by a person).".into(),
+        header: ["Model", "Domain", "Cluster", "Label", "Shared pattern", "Retraction hypothesis"].map(String::from).to_vec(),
+        rows: sorted
+            .iter()
+            .map(|t| {
+                vec![
+                    t.model.clone(),
+                    domain_title(&t.domain),
+                    t.cluster.to_string(),
+                    t.cluster_label.clone(),
+                    t.shared_cluster_pattern.clone(),
+                    t.retraction_hypothesis.clone(),
+                ]
+            })
+            .collect(),
+        numeric_from: 6, // all text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages_guard_empty_denominators() {
+        assert_eq!(pct(3, 12), "3 (25.0%)");
+        assert_eq!(pct(0, 0), "0 (–)");
+        assert_eq!(
+            interval(0.5, Some(0.25), Some(0.75)),
+            "0.500 [0.250, 0.750]"
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! Building reports from synthetic run folders: every figure and table appears, the summary
+//! is computed from the numbers, missing inputs are noted, output is reproducible.
+
+mod fixture;
+
+use pstat_report::{ReportError, build_report};
+
+#[test]
+fn full_run_folder_gives_every_figure_table_and_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_run(dir.path());
+    let report = build_report(dir.path()).unwrap();
+    assert!(report.notes.is_empty(), "{:?}", report.notes);
+    for id in [
+        "fig2abc_bigrams",
+        "fig2d_distances",
+        "fig2e_familiarity",
+        "fig3_retractions",
+        "figA1_expansions",
+        "figA4_layers",
+        "figA5_k_baseline",
+        "figA7_mass_mean",
+        "clusters_smollm2-135m_city_locations",
+    ] {
+        for ext in ["svg", "png"] {
+            let path = dir.path().join("figures").join(format!("{id}.{ext}"));
+            assert!(path.is_file(), "missing {}", path.display());
+            assert!(report.figures.contains(&path));
+        }
+    }
+    let html = std::fs::read_to_string(&report.html).unwrap();
+    // Synthetic perturbs more than Fictional in the fixture, in all 6 (model, domain) cells.
+    assert!(
+        html.contains(
+            "Synthetic (TF) retracts more than Fictional in 6 of 6 (model, domain) cells"
+        ),
+        "{html}"
+    );
+    // The fixture breaks True ≥ False once.
+    assert!(html.contains("holds in 5 of 6 (model, domain) cells"));
+    assert!(html.contains("smollm2-135m · Word Definitions: fails, False 0.300 &gt; True"));
+    assert!(html.contains("|B_true(Θ0)| = 12"));
+    // Resample/shuffle rows (ρ_R 0.99) never enter the main results.
+    assert!(!html.contains("0.990"));
+    // Tables A4/A5 and A6–A8 layouts, themes (escaped), provenance.
+    for needle in [
+        "Table A4 style",
+        "Table A5 style",
+        "Tables A6–A8 layout",
+        "Lima &lt;OH&gt;",
+        "a5fd3b62",
+        "Synthetic (TF) is nearest to",
+        "id=\"contents\"",
+    ] {
+        assert!(html.contains(needle), "missing {needle}");
+    }
+    assert_eq!(html.matches("<svg").count(), 9);
+    assert!(!html.contains("<script") && !html.contains("src=\"http"));
+
+    // Same inputs, same bytes.
+    let again = build_report(dir.path()).unwrap();
+    assert_eq!(std::fs::read_to_string(&again.html).unwrap(), html);
+    let png = std::fs::read(dir.path().join("figures/fig3_retractions.png")).unwrap();
+    build_report(dir.path()).unwrap();
+    assert_eq!(
+        std::fs::read(dir.path().join("figures/fig3_retractions.png")).unwrap(),
+        png
+    );
+}
+
+#[test]
+fn minimal_run_folder_notes_what_was_not_computed() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_minimal_run(dir.path());
+    let report = build_report(dir.path()).unwrap();
+    let html = std::fs::read_to_string(&report.html).unwrap();
+    for missing in [
+        "familiarity.csv",
+        "distances.csv",
+        "bigram_rank_frequency.csv",
+        "themes.csv",
+        "layers.json",
+        "answers.csv",
+    ] {
+        assert!(
+            html.contains(&format!("not computed in this run (no {missing})")),
+            "no note for {missing}"
+        );
+    }
+    assert!(html.contains("representational results: not computed in this run"));
+    assert!(html.contains("Provenance: not recorded in this run (no manifest.json)"));
+    assert!(dir.path().join("figures/fig3_retractions.svg").is_file());
+    assert!(!dir.path().join("figures/fig2e_familiarity.svg").exists());
+}
+
+#[test]
+fn bad_inputs_are_errors_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = build_report(dir.path()).unwrap_err();
+    assert!(matches!(err, ReportError::Input { .. }));
+    assert!(err.to_string().contains("stability.csv"), "{err}");
+
+    fixture::write_minimal_run(dir.path());
+    std::fs::write(
+        dir.path().join("familiarity.csv"),
+        "model,domain,kind,n,mean_object_token_prob,lo,hi\nm,city_locations,true,10,0.2,0.1,0.3\nm,city_locations,false,ten,0.2,,\n",
+    )
+    .unwrap();
+    let err = build_report(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("familiarity.csv") && err.contains("line 3"),
+        "{err}"
+    );
+}
