@@ -200,6 +200,7 @@ fn draw_dots<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .disable_y_mesh()
+        .light_line_style(TRANSPARENT)
         .y_labels(0)
         .x_labels(6)
         .x_label_formatter(&|v| format_tick(*v))
@@ -271,6 +272,19 @@ fn format_tick(v: f64) -> String {
     }
 }
 
+/// Log-axis labels only at 1, 2 and 5 times a power of ten, so they never crowd.
+fn log_tick(v: f64) -> String {
+    let mantissa = v / 10f64.powf(v.log10().floor());
+    if [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .any(|m| (mantissa - m).abs() < 1e-6)
+    {
+        format_tick(v)
+    } else {
+        String::new()
+    }
+}
+
 fn draw_curves<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     panel: &Panel,
@@ -295,13 +309,13 @@ fn draw_curves<DB: DrawingBackend>(
         .build_cartesian_2d((1f64..x_max).log_scale(), (y_min..y_max).log_scale())?;
     chart
         .configure_mesh()
-        .x_label_formatter(&|v| format_tick(*v))
-        .y_label_formatter(&|v| format_tick(*v))
+        .x_label_formatter(&|v| log_tick(*v))
+        .y_label_formatter(&|v| log_tick(*v))
         .x_desc(x_label)
         .y_desc(panel.value_label.as_str())
         .label_style((FONT, 12))
         .axis_desc_style((FONT, 13))
-        .light_line_style(BAND_GREY)
+        .light_line_style(TRANSPARENT)
         .draw()?;
     for curve in curves {
         let pts = curve
@@ -349,7 +363,7 @@ fn draw_scatter<DB: DrawingBackend>(
         .y_desc(format!("{} 2", panel.value_label))
         .label_style((FONT, 12))
         .axis_desc_style((FONT, 13))
-        .light_line_style(BAND_GREY)
+        .light_line_style(TRANSPARENT)
         .draw()?;
     // Noise first, so clusters are drawn on top of it.
     let mut ordered: Vec<&ScatterGroup> = groups.iter().collect();
@@ -377,5 +391,8 @@ mod tests {
         assert_eq!(format_tick(0.1000001), "0.1");
         assert_eq!(format_tick(12.0), "12");
         assert_eq!(format_tick(0.0001), "1e-4");
+        assert_eq!(log_tick(20.0), "20");
+        assert_eq!(log_tick(0.05), "0.05");
+        assert_eq!(log_tick(7.0), "");
     }
 }
