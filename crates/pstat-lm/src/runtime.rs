@@ -163,11 +163,11 @@ impl LanguageModel {
         Ok(self.model.prefix(tokens)?)
     }
 
-    /// For each suffix (continuing `prefix`), log p of each candidate id as the next token after
+    /// For each suffix (continuing `prefix`, if any), log p of each candidate id as the next token after
     /// the suffix, and the top token. Suffixes run in packed batches against the shared cache.
     pub fn next_token_logprobs(
         &self,
-        prefix: &PrefixCache,
+        prefix: Option<&PrefixCache>,
         suffixes: &[Vec<u32>],
         candidates: &[u32],
     ) -> Result<Vec<NextToken>, LmError> {
@@ -182,7 +182,7 @@ impl LanguageModel {
         };
         let mut result = Vec::with_capacity(suffixes.len());
         for batch in batches(suffixes) {
-            let out = self.model.forward(&batch, Some(prefix), &plan)?;
+            let out = self.model.forward(&batch, prefix, &plan)?;
             let scored = self.logprobs_of(&out.final_hidden, |_| Some(candidates.to_vec()))?;
             result.extend(scored.into_iter().flatten());
         }
@@ -193,7 +193,7 @@ impl LanguageModel {
     /// [`option_token_ids`]).
     pub fn score_options(
         &self,
-        prefix: &PrefixCache,
+        prefix: Option<&PrefixCache>,
         suffixes: &[Vec<u32>],
         option_ids: &[Vec<u32>],
     ) -> Result<Vec<OptionScores>, LmError> {
@@ -325,7 +325,7 @@ pub fn option_token_ids(
 
 /// Splits `sequences` into consecutive batches of at most [`ROWS_PER_BATCH`] rows (a longer
 /// sequence forms a batch of its own).
-fn batches(sequences: &[Vec<u32>]) -> Vec<Vec<&[u32]>> {
+pub(crate) fn batches(sequences: &[Vec<u32>]) -> Vec<Vec<&[u32]>> {
     let mut out: Vec<Vec<&[u32]>> = Vec::new();
     let mut rows = 0;
     for seq in sequences {
