@@ -1,0 +1,217 @@
+//! The seam between prompts and a model: a [`PromptCodec`] turns prompt text into token ids
+//! (tokenizer + chat template), an [`OptionScorer`] returns p(a), p(b), p(c) as the next token
+//! after each prompt. The embedded runtime and HTTP servers implement the scorer; tests use a
+//! fake one.
+
+use crate::error::PromptError;
+use crate::template::{LABELS, PREFILL, PromptFormat, plain_text, user_turn};
+use serde::{Deserialize, Serialize};
+
+/// A model's tokenizer and chat template, as far as prompting needs them.
+pub trait PromptCodec {
+    /// The exact string a chat model reads: `user` as the only user turn through the chat
+    /// template, then an open assistant turn that starts with `prefill` (no end-of-turn).
+    fn render_chat(&self, user: &str, prefill: &str) -> Result<String, PromptError>;
+    /// Token ids of a rendered prompt: the tokenizer's usual BOS, then the text with special
+    /// tokens (template markers) recognised.
+    fn encode_prompt(&self, rendered: &str) -> Result<Vec<u32>, PromptError>;
+    /// Token ids of `text` as `tokenizer.encode` returns them (usual special tokens included),
+    /// the input of the option-id rule.
+    fn encode_option(&self, text: &str) -> Result<Vec<u32>, PromptError>;
+    /// The text of one token, as a server reports it in its log-probabilities.
+    fn piece(&self, id: u32) -> Result<String, PromptError>;
+}
+
+/// Renders the prompt of one statement under one context.
+pub fn render(
+    codec: &dyn PromptCodec,
+    format: PromptFormat,
+    context: &[&str],
+    statement: &str,
+) -> Result<String, PromptError> {
+    match format {
+        PromptFormat::Chat => codec.render_chat(&user_turn(context, statement), PREFILL),
+        PromptFormat::Plain => Ok(plain_text(context, statement)),
+    }
+}
+
+/// The token ids counted for a, b and c (notes §7.3: "L" and " L" encoded with special tokens,
+/// ids shared between labels dropped), with their texts for servers that key by text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OptionTokens {
+    pub ids: Vec<Vec<u32>>,
+    pub pieces: Vec<Vec<String>>,
+}
+
+impl OptionTokens {
+    pub fn new(codec: &dyn PromptCodec) -> Result<Self, PromptError> {
+        let labels: Vec<String> = LABELS.iter().map(|l| l.to_string()).collect();
+        let mut encoded = Vec::new();
+        for label in &labels {
+            encoded.push((label.clone(), codec.encode_option(label)?));
+            encoded.push((
+                format!(" {label}"),
+                codec.encode_option(&format!(" {label}"))?,
+            ));
+        }
+        let lookup = |text: &str| {
+            encoded
+                .iter()
+                .find(|(t, _)| t == text)
+                .map(|(_, ids)| ids.clone())
+                .unwrap_or_default()
+        };
+        let ids = pstat_lm::option_token_ids(&labels, lookup)?;
+        let pieces = ids
+            .iter()
+            .map(|group| group.iter().map(|&id| codec.piece(id)).collect())
+            .collect::<Result<_, _>>()?;
+        Ok(OptionTokens { ids, pieces })
+    }
+}
+
+/// The prompts of one unit (one context, many statements), tokenized, with the length of the
+/// token prefix they all share: computed once, then every statement continues it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedPrompts {
+    pub texts: Vec<String>,
+    pub tokens: Vec<Vec<u32>>,
+    /// Leading tokens identical in every prompt; every prompt keeps at least one token after
+    /// it, so each has a suffix whose last position predicts the answer.
+    pub shared: usize,
+}
+
+impl EncodedPrompts {
+    /// Tokenizes full prompts and takes their longest common token prefix. Tokenizing whole
+    /// prompts (rather than prefix and suffix apart) keeps merges across the boundary exact.
+    pub fn new(codec: &dyn PromptCodec, texts: Vec<String>) -> Result<Self, PromptError> {
+        let tokens: Vec<Vec<u32>> = texts
+            .iter()
+            .map(|t| codec.encode_prompt(t))
+            .collect::<Result<_, _>>()?;
+        let shared = shared_prefix_len(&tokens);
+        Ok(EncodedPrompts {
+            texts,
+            tokens,
+            shared,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    pub fn prefix(&self) -> &[u32] {
+        self.tokens.first().map_or(&[], |t| &t[..self.shared])
+    }
+
+    /// Each prompt's tokens after the shared prefix.
+    pub fn suffixes(&self) -> Vec<Vec<u32>> {
+        self.tokens
+            .iter()
+            .map(|t| t[self.shared..].to_vec())
+            .collect()
+    }
+}
+
+/// Length of the longest common prefix, capped so every sequence keeps one token after it.
+pub fn shared_prefix_len(tokens: &[Vec<u32>]) -> usize {
+    let Some(first) = tokens.first() else {
+        return 0;
+    };
+    let mut len = first.len();
+    for t in &tokens[1..] {
+        len = first
+            .iter()
+            .zip(t)
+            .take(len)
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    let shortest = tokens.iter().map(Vec::len).min().unwrap_or(0);
+    len.min(shortest.saturating_sub(1))
+}
+
+/// p(a), p(b), p(c) after one prompt, and the mass on every other token.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OptionProbs {
+    pub p: [f64; 3],
+    pub leftover: f64,
+}
+
+impl OptionProbs {
+    /// From the three options' probabilities; the leftover is what they leave of 1.
+    pub fn from_probs(p: [f64; 3]) -> Self {
+        OptionProbs {
+            p,
+            leftover: 1.0 - p.iter().sum::<f64>(),
+        }
+    }
+
+    /// argmax over a, b, c (ties go to the earlier label, as numpy's argmax does).
+    pub fn answer(&self) -> Answer {
+        let best = (1..3).fold(0, |best, i| if self.p[i] > self.p[best] { i } else { best });
+        Answer::ALL[best]
+    }
+}
+
+/// The chosen option; a is True, b and c are Not True.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Answer {
+    A,
+    B,
+    C,
+}
+
+impl Answer {
+    pub const ALL: [Answer; 3] = [Answer::A, Answer::B, Answer::C];
+
+    pub fn judged_true(self) -> bool {
+        self == Answer::A
+    }
+}
+
+/// Scores prompts: the next-token probabilities of the answer options after each prompt.
+pub trait OptionScorer {
+    /// One [`OptionProbs`] per prompt, in order. `progress(n)` is called as each batch of `n`
+    /// prompts is done.
+    fn score(
+        &mut self,
+        prompts: &EncodedPrompts,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<OptionProbs>, PromptError>;
+
+    /// What produced the scores (model file hash or server address and model), recorded with
+    /// the judgments so a resumed run never mixes backends.
+    fn identity(&self) -> String;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_prefix_leaves_every_prompt_a_suffix() {
+        let t = vec![vec![1, 2, 3, 4], vec![1, 2, 3, 5, 6], vec![1, 2, 7]];
+        assert_eq!(shared_prefix_len(&t), 2);
+        assert_eq!(shared_prefix_len(&[vec![1, 2, 3]]), 2);
+        assert_eq!(shared_prefix_len(&[vec![1, 2, 3], vec![1, 2, 3]]), 2);
+        assert_eq!(shared_prefix_len(&[vec![1, 2, 3], vec![1, 2]]), 1);
+        assert_eq!(shared_prefix_len(&[]), 0);
+    }
+
+    #[test]
+    fn answer_is_the_argmax_and_only_a_is_true() {
+        let p = OptionProbs::from_probs([0.2, 0.1, 0.3]);
+        assert_eq!(p.answer(), Answer::C);
+        assert!((p.leftover - 0.4).abs() < 1e-12);
+        assert!(!p.answer().judged_true());
+        assert_eq!(OptionProbs::from_probs([0.3, 0.3, 0.1]).answer(), Answer::A);
+        assert!(Answer::A.judged_true() && !Answer::B.judged_true());
+    }
+}

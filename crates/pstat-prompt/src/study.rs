@@ -1,0 +1,345 @@
+//! One behavioral study of a (model, domain, format, K, baseline): every unit (condition ×
+//! draw) scored against its shared prefix, stored, then compared with the baseline.
+
+use crate::context::{BaselineContext, BeliefContext, ContextSpec, Draw, TrainingPool};
+use crate::error::PromptError;
+use crate::record::{Judgment, UnitFiles, UnitMeta, ids_sha256};
+use crate::scoring::{EncodedPrompts, OptionScorer, PromptCodec, render};
+use crate::tables::{AnswerRow, ResampleRow};
+use crate::template::PromptFormat;
+use pstat_data::{Condition, ConditionSet, Domain, Statement};
+use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare};
+use std::path::PathBuf;
+
+/// What one study computes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudySpec {
+    /// The `model` column of every table.
+    pub model: String,
+    pub domain: Domain,
+    pub format: PromptFormat,
+    pub context: ContextSpec,
+    /// Independent context draws per condition beyond the main one; with any, the
+    /// order-shuffle control runs too.
+    pub resamples: usize,
+    /// Where the unit files of this (model, domain) go.
+    pub dir: PathBuf,
+}
+
+/// Progress of the units of a study (the CLI draws bars; tests ignore it).
+pub trait Progress {
+    fn start(&mut self, unit: &str, n: usize);
+    fn advance(&mut self, n: usize);
+    fn finish(&mut self, resumed: bool);
+}
+
+/// A [`Progress`] that reports nothing.
+pub struct Silent;
+
+impl Progress for Silent {
+    fn start(&mut self, _: &str, _: usize) {}
+    fn advance(&mut self, _: usize) {}
+    fn finish(&mut self, _: bool) {}
+}
+
+/// The judgments of one unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitResult {
+    pub condition: String,
+    pub draw: Draw,
+    pub context: BeliefContext,
+    pub judgments: Vec<Judgment>,
+}
+
+impl UnitResult {
+    fn beliefs(&self) -> Judgments {
+        self.judgments
+            .iter()
+            .map(|j| (j.id.clone(), j.judged_true))
+            .collect()
+    }
+}
+
+/// Everything a study writes into the shared tables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub stability: Vec<StabilityRow>,
+    pub answers: Vec<AnswerRow>,
+    pub resamples: Vec<ResampleRow>,
+}
+
+impl StudySpec {
+    /// The units in computing order: the baseline, then per perturbation the main draw, the
+    /// resamples and (with resamples) the order-shuffle control.
+    pub fn units<'c>(
+        &self,
+        conditions: &'c ConditionSet,
+    ) -> Result<Vec<(&'c Condition, Draw)>, PromptError> {
+        let baseline = conditions.baseline().ok_or_else(|| {
+            pstat_data::DataError::Invalid("the condition set has no baseline".into())
+        })?;
+        let mut units = vec![(baseline, Draw::Main)];
+        for c in conditions.perturbations() {
+            units.push((c, Draw::Main));
+            units.extend((1..=self.resamples).map(|i| (c, Draw::Resample(i))));
+            if self.resamples > 0 {
+                units.push((c, Draw::Shuffle));
+            }
+        }
+        Ok(units)
+    }
+
+    /// The empty-context baseline does not depend on K, so one unit serves every K.
+    fn is_empty_baseline(&self, condition: &Condition) -> bool {
+        condition.is_baseline() && self.context.baseline == BaselineContext::Empty
+    }
+
+    fn unit_files(&self, condition: &Condition, draw: Draw) -> UnitFiles {
+        let dir = self.dir.join(self.format.as_str());
+        if self.is_empty_baseline(condition) {
+            return UnitFiles::at(&dir.join("baseline_empty"));
+        }
+        let name = if condition.is_baseline() {
+            format!("baseline_{}.{draw}", self.context.baseline.as_str())
+        } else {
+            format!("{}.{draw}", condition.name)
+        };
+        UnitFiles::at(&dir.join(format!("k{}", self.context.k)).join(name))
+    }
+
+    fn unit_k(&self, condition: &Condition) -> Option<usize> {
+        (!self.is_empty_baseline(condition)).then_some(self.context.k)
+    }
+}
+
+/// Computes (or reloads) every unit of the study over the held-out True statements `test`.
+pub fn run_units(
+    spec: &StudySpec,
+    conditions: &ConditionSet,
+    pool: &TrainingPool,
+    test: &[&Statement],
+    codec: &dyn PromptCodec,
+    scorer: &mut dyn OptionScorer,
+    progress: &mut dyn Progress,
+) -> Result<Vec<UnitResult>, PromptError> {
+    if test.is_empty() {
+        return Err(PromptError::NoTestStatements {
+            domain: spec.domain.to_string(),
+        });
+    }
+    let ids: Vec<&str> = test.iter().map(|s| s.id.as_str()).collect();
+    let statements_sha256 = ids_sha256(&ids);
+    let mut results = Vec::new();
+    for (condition, draw) in spec.units(conditions)? {
+        let k = spec.unit_k(condition);
+        let context_spec = ContextSpec {
+            k: k.unwrap_or(0),
+            ..spec.context
+        };
+        let context = pool.draw(&context_spec, condition, draw)?;
+        let meta = UnitMeta {
+            context: context.clone(),
+            format: spec.format,
+            backend: scorer.identity(),
+            statements_sha256: statements_sha256.clone(),
+            n: test.len(),
+        };
+        let files = spec.unit_files(condition, draw);
+        let label = format!("{} {} {}", spec.format, condition.name, draw);
+        progress.start(&label, test.len());
+        let judgments = match files.load_if_complete(&meta)? {
+            Some(stored) => {
+                progress.finish(true);
+                stored
+            }
+            None => {
+                let lines: Vec<&str> = context.texts.iter().map(String::as_str).collect();
+                let texts = test
+                    .iter()
+                    .map(|s| render(codec, spec.format, &lines, &s.text))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let prompts = EncodedPrompts::new(codec, texts)?;
+                let probs = scorer.score(&prompts, &mut |n| progress.advance(n))?;
+                let judgments: Vec<Judgment> = test
+                    .iter()
+                    .zip(probs)
+                    .map(|(s, p)| Judgment {
+                        id: s.id.clone(),
+                        condition: condition.name.clone(),
+                        draw: draw.name(),
+                        format: spec.format,
+                        k,
+                        p_a: p.p[0],
+                        p_b: p.p[1],
+                        p_c: p.p[2],
+                        leftover: p.leftover,
+                        answer: p.answer(),
+                        judged_true: p.answer().judged_true(),
+                    })
+                    .collect();
+                files.store(&meta, &judgments)?;
+                progress.finish(false);
+                judgments
+            }
+        };
+        results.push(UnitResult {
+            condition: condition.name.clone(),
+            draw,
+            context,
+            judgments,
+        });
+    }
+    Ok(results)
+}
+
+/// Stability rows (every perturbed unit against the baseline), answer counts per unit, and the
+/// spread of ρ_R over draws.
+pub fn summarize(
+    spec: &StudySpec,
+    units: &[UnitResult],
+    bootstrap: Bootstrap,
+) -> Result<Summary, PromptError> {
+    let (base, rest) = units
+        .split_first()
+        .ok_or_else(|| PromptError::NoTestStatements {
+            domain: spec.domain.to_string(),
+        })?;
+    let held_out: Vec<String> = base.judgments.iter().map(|j| j.id.clone()).collect();
+    let baseline = base.beliefs();
+    let mut stability = Vec::new();
+    for unit in rest {
+        let cmp = compare(&held_out, &baseline, &unit.beliefs())?;
+        let key = RowKey {
+            model: spec.model.clone(),
+            domain: spec.domain.to_string(),
+            instantiation: "behavioral".into(),
+            probe: "prompt".into(),
+            k: Some(spec.context.k),
+            baseline: Some(spec.context.baseline.as_str().into()),
+            format: Some(spec.format.as_str().into()),
+            layer: None,
+            condition: unit.condition.clone(),
+            resample: unit.draw.resample_column(),
+        };
+        stability.push(StabilityRow::new(key, &cmp, bootstrap));
+    }
+    let answers = units
+        .iter()
+        .enumerate()
+        .map(|(i, u)| AnswerRow::new(spec, u, i == 0))
+        .collect();
+    let resamples = ResampleRow::from_units(spec, units, &stability);
+    Ok(Summary {
+        stability,
+        answers,
+        resamples,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::{CharCodec, FakeScorer, datasets_and_splits};
+    use pstat_data::Kind;
+
+    fn spec(dir: &std::path::Path, resamples: usize) -> StudySpec {
+        StudySpec {
+            model: "fake-model".into(),
+            domain: Domain::CityLocations,
+            format: PromptFormat::Chat,
+            context: ContextSpec {
+                k: 4,
+                baseline: BaselineContext::Empty,
+                seed: 3,
+                allow_fewer: false,
+            },
+            resamples,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    #[test]
+    fn a_study_scores_every_unit_once_and_compares_with_the_baseline() {
+        let (data, splits) = datasets_and_splits();
+        let pool = TrainingPool::new(Domain::CityLocations, &data, &splits).unwrap();
+        let test: Vec<&Statement> = data[0]
+            .of_kind(Kind::True)
+            .filter(|s| splits[0].test.contains(&s.id))
+            .collect();
+        assert_eq!(test.len(), 3);
+        let dir = tempfile::tempdir().unwrap();
+        let spec = spec(dir.path(), 2);
+        let conditions = ConditionSet::paper();
+        let mut scorer = FakeScorer { calls: 0 };
+        let units = run_units(
+            &spec,
+            &conditions,
+            &pool,
+            &test,
+            &CharCodec,
+            &mut scorer,
+            &mut Silent,
+        )
+        .unwrap();
+        // Baseline + 5 perturbations × (main + 2 resamples + shuffle).
+        assert_eq!(units.len(), 1 + 5 * 4);
+        assert_eq!(scorer.calls, 21);
+        let summary = summarize(&spec, &units, Bootstrap::default()).unwrap();
+        let fictional = summary
+            .stability
+            .iter()
+            .find(|r| r.condition == "fictional" && r.resample.is_none())
+            .unwrap();
+        assert_eq!((fictional.n_baseline_true, fictional.retractions), (3, 1));
+        assert_eq!(fictional.retraction_rate, Some(1.0 / 3.0));
+        assert_eq!(fictional.flag.as_deref(), Some("small_baseline"));
+        let synthetic = summary
+            .stability
+            .iter()
+            .find(|r| r.condition == "synthetic_tf")
+            .unwrap();
+        assert_eq!(synthetic.retractions, 0);
+        let base_answers = &summary.answers[0];
+        assert_eq!(
+            (base_answers.a, base_answers.c, base_answers.flag.as_deref()),
+            (3, 0, Some("small_baseline"))
+        );
+        let spread = summary
+            .resamples
+            .iter()
+            .find(|r| r.condition == "fictional")
+            .unwrap();
+        assert_eq!(spread.n_draws, 3);
+        assert_eq!(spread.shuffle_flip_rate, Some(0.0));
+        // The chat prompt ends at the prefill, with no end-of-turn.
+        let judged = &units[1].judgments[0];
+        assert_eq!((judged.k, units[0].judgments[0].k), (Some(4), None));
+        // Rerunning reuses every stored unit.
+        let again = run_units(
+            &spec,
+            &conditions,
+            &pool,
+            &test,
+            &CharCodec,
+            &mut scorer,
+            &mut Silent,
+        )
+        .unwrap();
+        assert_eq!(scorer.calls, 21);
+        assert_eq!(again, units);
+        // The empty baseline is shared across K; the perturbed units are not.
+        let mut k8 = spec.clone();
+        k8.context.k = 2;
+        run_units(
+            &k8,
+            &conditions,
+            &pool,
+            &test,
+            &CharCodec,
+            &mut scorer,
+            &mut Silent,
+        )
+        .unwrap();
+        assert_eq!(scorer.calls, 21 + 20);
+    }
+}

@@ -1,0 +1,124 @@
+//! The prompt of Section 4.4.2, verbatim:
+//!
+//! ```text
+//! [optional belief context C_Θ, one statement per line]
+//! Is the following statement correct?
+//! [statement s]
+//! a. The statement is true.
+//! b. The statement is false.
+//! c. The statement is neither true nor false.
+//! The final answer is
+//! ```
+//!
+//! A chat model gets everything but the last line as the user turn and "The final answer is"
+//! as the start of its own (assistant) turn, which the template leaves open; a plain prompt is
+//! the whole text as one string. The prompt ends without a trailing space so that the answer
+//! letter is free to come with or without its leading space (both are scored).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+pub const QUESTION: &str = "Is the following statement correct?";
+/// The three option lines, in label order.
+pub const OPTION_LINES: [&str; 3] = [
+    "a. The statement is true.",
+    "b. The statement is false.",
+    "c. The statement is neither true nor false.",
+];
+/// The option labels the model chooses between, in the order of [`OPTION_LINES`].
+pub const LABELS: [&str; 3] = ["a", "b", "c"];
+/// The last line: plain prompts end with it, chat prompts prefill it as the assistant's turn.
+pub const PREFILL: &str = "The final answer is";
+
+/// How a prompt reaches the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptFormat {
+    /// User turn + assistant prefill through the model's chat template (the paper's choice for
+    /// chat-tuned models).
+    Chat,
+    /// The whole text as one string after the tokenizer's usual BOS.
+    Plain,
+}
+
+impl PromptFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptFormat::Chat => "chat",
+            PromptFormat::Plain => "plain",
+        }
+    }
+}
+
+impl fmt::Display for PromptFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for PromptFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "chat" => Ok(PromptFormat::Chat),
+            "plain" => Ok(PromptFormat::Plain),
+            other => Err(format!(
+                "unknown prompt format `{other}` (expected chat or plain)"
+            )),
+        }
+    }
+}
+
+/// The user turn: context lines, the question, the statement and the three options, joined by
+/// single newlines (no trailing newline).
+pub fn user_turn(context: &[&str], statement: &str) -> String {
+    let mut lines: Vec<&str> = context.to_vec();
+    lines.push(QUESTION);
+    lines.push(statement);
+    lines.extend(OPTION_LINES);
+    lines.join("\n")
+}
+
+/// The whole prompt as one string: the user turn, a newline and [`PREFILL`].
+pub fn plain_text(context: &[&str], statement: &str) -> String {
+    format!("{}\n{PREFILL}", user_turn(context, statement))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_prompt_is_the_papers_text() {
+        let text = plain_text(
+            &["Paris is a city in France.", "Lyon is a city in France."],
+            "The city of Rome is located in Italy.",
+        );
+        assert_eq!(
+            text,
+            "Paris is a city in France.\nLyon is a city in France.\n\
+             Is the following statement correct?\n\
+             The city of Rome is located in Italy.\n\
+             a. The statement is true.\n\
+             b. The statement is false.\n\
+             c. The statement is neither true nor false.\n\
+             The final answer is"
+        );
+    }
+
+    #[test]
+    fn without_context_the_question_comes_first() {
+        let turn = user_turn(&[], "S.");
+        assert!(turn.starts_with("Is the following statement correct?\nS.\na. "));
+        assert!(turn.ends_with("neither true nor false."));
+    }
+
+    #[test]
+    fn formats_round_trip() {
+        for f in [PromptFormat::Chat, PromptFormat::Plain] {
+            assert_eq!(f.as_str().parse::<PromptFormat>().unwrap(), f);
+        }
+        assert!("json".parse::<PromptFormat>().is_err());
+    }
+}
