@@ -2,9 +2,9 @@
 //! leaves out (magic, truncated tensor data, supported architecture), typed metadata access, and
 //! the [`ModelConfig`] the forward pass is built from. Every error names the file.
 
-use candle_core::quantized::gguf_file::{Content, Value};
-use candle_core::quantized::QTensor;
 use candle_core::Device;
+use candle_core::quantized::QTensor;
+use candle_core::quantized::gguf_file::{Content, Value};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek};
@@ -277,8 +277,7 @@ impl GgufFile {
         let value_head_dim = self
             .opt_usize(&key("attention.value_length"))?
             .unwrap_or(head_dim);
-        let rope_scaling_linear =
-            self.opt_str(&key("rope.scaling.type"))? == Some("linear");
+        let rope_scaling_linear = self.opt_str(&key("rope.scaling.type"))? == Some("linear");
         let rope_freq_scale = match self.opt_f32(&key("rope.scaling.factor"))? {
             Some(factor) if rope_scaling_linear && factor > 0.0 => 1.0 / factor,
             _ => 1.0,
@@ -477,5 +476,123 @@ fn header_error(path: &Path, err: &candle_core::Error) -> GgufError {
             path: path.to_path_buf(),
             detail,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Tensor;
+    use candle_core::quantized::{GgmlDType, gguf_file};
+
+    /// A tiny GGUF with the given architecture and one f32 embedding of `vocab` × 8.
+    fn write_tiny(path: &Path, arch: &str, vocab: usize) {
+        let embd = Tensor::zeros((vocab, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let embd = QTensor::quantize(&embd, GgmlDType::F32).unwrap();
+        let s = |v: &str| Value::String(v.to_string());
+        let arch_v = s(arch);
+        let entries: Vec<(String, Value)> = vec![
+            (format!("{arch}.block_count"), Value::U32(2)),
+            (format!("{arch}.embedding_length"), Value::U32(8)),
+            (format!("{arch}.attention.head_count"), Value::U32(2)),
+            (format!("{arch}.attention.head_count_kv"), Value::U32(1)),
+            (format!("{arch}.feed_forward_length"), Value::U32(16)),
+            (
+                format!("{arch}.attention.layer_norm_rms_epsilon"),
+                Value::F32(1e-6),
+            ),
+            (format!("{arch}.context_length"), Value::U64(64)),
+            (format!("{arch}.attention.sliding_window"), Value::U32(4)),
+        ];
+        let mut metadata: Vec<(&str, &Value)> = vec![("general.architecture", &arch_v)];
+        metadata.extend(entries.iter().map(|(k, v)| (k.as_str(), v)));
+        let mut file = File::create(path).unwrap();
+        gguf_file::write(&mut file, &metadata, &[("token_embd.weight", &embd)]).unwrap();
+    }
+
+    #[test]
+    fn reads_config_with_gemma3_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        write_tiny(&path, "gemma3", 10);
+        let cfg = GgufFile::open(&path).unwrap().config().unwrap();
+        assert_eq!(cfg.arch, Arch::Gemma3);
+        assert_eq!(
+            (cfg.n_layers, cfg.hidden, cfg.n_heads, cfg.n_kv_heads),
+            (2, 8, 2, 1)
+        );
+        assert_eq!(
+            (cfg.head_dim, cfg.ffn, cfg.vocab_size, cfg.context_length),
+            (4, 16, 10, 64)
+        );
+        assert_eq!(cfg.sliding_window_pattern, Some(6));
+        assert_eq!(cfg.rope_base_local, Some(10_000.0));
+        assert!(cfg.tied_embeddings);
+        assert!(cfg.is_sliding(0) && !cfg.is_sliding(5) && cfg.is_sliding(6));
+        assert_eq!(cfg.embed_scale, Some(8f32.sqrt()));
+    }
+
+    #[test]
+    fn unsupported_architecture_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bert.gguf");
+        write_tiny(&path, "bert", 10);
+        let err = GgufFile::open(&path)
+            .unwrap()
+            .config()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("bert.gguf") && err.contains("`bert`") && err.contains("gemma3"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn truncated_tensor_data_is_detected_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.gguf");
+        write_tiny(&path, "llama", 1000);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 100]).unwrap();
+        let err = GgufFile::open(&path).unwrap_err();
+        assert!(matches!(err, GgufError::Truncated { .. }), "{err}");
+        std::fs::write(&path, &bytes[..40]).unwrap();
+        let err = GgufFile::open(&path).unwrap_err();
+        assert!(matches!(err, GgufError::Truncated { .. }), "{err}");
+        std::fs::write(&path, &bytes[..2]).unwrap();
+        assert!(matches!(
+            GgufFile::open(&path).unwrap_err(),
+            GgufError::Truncated { .. }
+        ));
+    }
+
+    #[test]
+    fn non_gguf_and_missing_files_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.gguf");
+        std::fs::write(&path, "hello world").unwrap();
+        let err = GgufFile::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("notes.gguf") && err.contains("not a GGUF file"),
+            "{err}"
+        );
+        let missing = dir.path().join("absent.gguf");
+        let err = GgufFile::open(&missing).unwrap_err().to_string();
+        assert!(err.contains("absent.gguf"), "{err}");
+    }
+
+    #[test]
+    fn wrong_metadata_type_names_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        write_tiny(&path, "llama", 4);
+        let file = GgufFile::open(&path).unwrap();
+        let err = file.get_str("llama.block_count").unwrap_err().to_string();
+        assert!(
+            err.contains("llama.block_count") && err.contains("a string"),
+            "{err}"
+        );
+        assert!(file.opt_usize("llama.nothing").unwrap().is_none());
     }
 }

