@@ -9,7 +9,9 @@
 //!   probabilities, option scores after a shared prefix).
 
 pub mod chat;
+pub mod extract;
 pub mod gguf;
+pub mod input;
 pub mod model;
 pub mod registry;
 pub mod runtime;

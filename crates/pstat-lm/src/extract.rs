@@ -1,0 +1,89 @@
+//! Per-token hidden states of many statements, as ragged per-layer [`Activations`].
+//!
+//! Chat-formatted statements share a long token prefix (the template's system turn and the
+//! user-turn header). That prefix runs once through the model; its rows, identical for every
+//! statement (causal attention), are copied into each statement's bag, and only the suffixes
+//! are computed, in packed batches against the prefix's KV cache. The bags therefore hold every
+//! token that was fed, as the upstream collector stored them.
+
+use crate::model::{FinalRows, ForwardPlan};
+use crate::runtime::{LanguageModel, LmError, batches};
+use pstat_data::activations::Activations;
+
+/// The shared prefix is reused only when it is at least this long (a lone BOS is not worth a
+/// separate pass).
+const MIN_SHARED_PREFIX: usize = 4;
+
+/// Length of the longest common prefix of all sequences, leaving every sequence at least one
+/// token of its own.
+pub fn shared_prefix_len(sequences: &[Vec<u32>]) -> usize {
+    let Some(first) = sequences.first() else {
+        return 0;
+    };
+    let mut len = first.len();
+    for seq in &sequences[1..] {
+        len = len.min(seq.iter().zip(first).take_while(|(a, b)| a == b).count());
+    }
+    let shortest = sequences.iter().map(|s| s.len()).min().unwrap_or(0);
+    len.min(shortest.saturating_sub(1))
+}
+
+/// Hidden states of `sequences` (named by `ids`) at `layers` (0 = embeddings, i = output of
+/// block i): one [`Activations`] per requested layer, statements in input order.
+/// `progress` is called with the number of statements finished after each batch.
+pub fn extract(
+    model: &LanguageModel,
+    ids: &[String],
+    sequences: &[Vec<u32>],
+    layers: &[usize],
+    mut progress: impl FnMut(usize),
+) -> Result<Vec<Activations>, LmError> {
+    assert_eq!(ids.len(), sequences.len(), "one id per sequence");
+    let hidden = model.hidden_size();
+    let mut out: Vec<Activations> = layers.iter().map(|_| Activations::new(hidden)).collect();
+    let shared = shared_prefix_len(sequences);
+    let (prefix, prefix_rows) = if shared >= MIN_SHARED_PREFIX {
+        let tokens = &sequences[0][..shared];
+        let rows = model.hidden_states(&[tokens.to_vec()], layers)?.remove(0);
+        (Some(model.prefix(tokens)?), rows)
+    } else {
+        (None, vec![Vec::new(); layers.len()])
+    };
+    let skip = if prefix.is_some() { shared } else { 0 };
+    let suffixes: Vec<Vec<u32>> = sequences.iter().map(|s| s[skip..].to_vec()).collect();
+    let plan = ForwardPlan {
+        capture: layers,
+        final_rows: FinalRows::None,
+        keep_kv: false,
+    };
+    let mut next = 0;
+    for batch in batches(&suffixes) {
+        let result = model.model().forward(&batch, prefix.as_ref(), &plan)?;
+        let mut row = 0;
+        for suffix in &batch {
+            let span = row * hidden..(row + suffix.len()) * hidden;
+            for (layer, acts) in out.iter_mut().enumerate() {
+                let mut rows = prefix_rows[layer].clone();
+                rows.extend_from_slice(&result.captured[layer][span.clone()]);
+                acts.push(&ids[next], &sequences[next], &rows);
+            }
+            row += suffix.len();
+            next += 1;
+        }
+        progress(batch.len());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_prefix_leaves_each_sequence_a_token() {
+        assert_eq!(shared_prefix_len(&[vec![1, 2, 3, 4], vec![1, 2, 3, 5]]), 3);
+        assert_eq!(shared_prefix_len(&[vec![1, 2, 3], vec![1, 2, 3, 4]]), 2);
+        assert_eq!(shared_prefix_len(&[vec![7, 8]]), 1);
+        assert_eq!(shared_prefix_len(&[]), 0);
+    }
+}

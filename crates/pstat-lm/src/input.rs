@@ -1,0 +1,99 @@
+//! How a statement is fed to a model to read its activations (notes §3.2): a base model reads
+//! BOS + statement; a chat model reads the statement as the only user message, rendered by its
+//! own chat template without a generation prompt (so the bag ends with the end-of-turn tokens,
+//! as upstream).
+
+use crate::chat::{ChatError, ChatTemplate, Message};
+use crate::gguf::GgufFile;
+use crate::runtime::{LanguageModel, LmError};
+use crate::tokenizer::{Tokenizer, TokenizerError};
+use std::ops::Range;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error(transparent)]
+    Chat(#[from] ChatError),
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+    #[error(transparent)]
+    Lm(#[from] LmError),
+    #[error(transparent)]
+    Gguf(#[from] crate::gguf::GgufError),
+}
+
+pub struct StatementEncoder {
+    tokenizer: Tokenizer,
+    chat: Option<ChatTemplate>,
+    signature: String,
+}
+
+impl StatementEncoder {
+    /// Chat format when the model's GGUF carries a chat template, plain otherwise.
+    pub fn for_model(lm: &LanguageModel) -> Result<Self, InputError> {
+        let gguf = GgufFile::open(lm.path())?;
+        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        let chat = match ChatTemplate::from_gguf(&gguf, &tokenizer) {
+            Ok(t) => Some(t),
+            Err(ChatError::NoTemplate(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let signature = match &chat {
+            None => "plain: BOS + statement".to_string(),
+            Some(t) => {
+                // The template's rendering of a fixed message identifies it.
+                let probe = t.render(&[Message::new("user", "x")], false)?;
+                let digest = pstat_data::artifact::sha256_hex(probe.as_bytes());
+                format!(
+                    "chat: statement as the only user turn, template {}",
+                    &digest[..16]
+                )
+            }
+        };
+        Ok(StatementEncoder {
+            tokenizer,
+            chat,
+            signature,
+        })
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    pub fn chat(&self) -> Option<&ChatTemplate> {
+        self.chat.as_ref()
+    }
+
+    /// Token ids fed for `statement` when reading activations.
+    pub fn encode(&self, statement: &str) -> Result<Vec<u32>, InputError> {
+        match &self.chat {
+            Some(t) => {
+                let rendered = t.render(&[Message::new("user", statement)], false)?;
+                Ok(t.tokenize(&self.tokenizer, &rendered)?)
+            }
+            None => Ok(self.tokenizer.encode(statement, true, false)?),
+        }
+    }
+
+    /// The statement as the model reads it plainly (BOS + statement, whatever the model's
+    /// kind), with each token's byte range in `statement`: the familiarity analysis's input.
+    pub fn encode_plain_with_offsets(
+        &self,
+        statement: &str,
+    ) -> Result<Vec<(u32, Range<usize>)>, InputError> {
+        let mut tokens = self.tokenizer.encode_with_offsets(statement, true, false)?;
+        // Models whose metadata says not to add BOS (SmolLM2) still get one when they have it:
+        // Appendix H scores every statement token, and the first needs a context.
+        if let Some(bos) = self.tokenizer.bos_id()
+            && tokens.first().map(|t| t.0) != Some(bos)
+        {
+            tokens.insert(0, (bos, 0..0));
+        }
+        Ok(tokens)
+    }
+
+    /// Names the input format, for cache keys and provenance.
+    pub fn signature(&self) -> String {
+        self.signature.clone()
+    }
+}
