@@ -32,6 +32,8 @@ enum Command {
     /// Generic sAwMIL multiple-instance learner: fit on bags of vectors, predict bag scores.
     #[command(subcommand)]
     Sawmil(cmd::sawmil::SawmilCommand),
+    /// Rebuild the figures and the self-contained report.html of a run folder from its files.
+    Report(cmd::report::ReportArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -40,6 +42,7 @@ fn main() -> std::process::ExitCode {
         Command::Data(c) => cmd::data::run(c),
         Command::Cluster(a) => cmd::cluster::run(a),
         Command::Sawmil(c) => cmd::sawmil::run(c),
+        Command::Report(a) => cmd::report::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

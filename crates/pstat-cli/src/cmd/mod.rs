@@ -2,4 +2,5 @@
 pub mod cluster;
 pub mod data;
 pub mod generate;
+pub mod report;
 pub mod sawmil;
