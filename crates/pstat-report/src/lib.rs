@@ -113,7 +113,9 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         None => familiarity.missing("Fig. 2 (a–c) bigram curves", "bigram_rank_frequency.csv"),
     }
     match &data.bigram_distances {
-        Some(rows) => familiarity.tables.push(tables::bigram_distance_table(rows)),
+        Some(rows) => familiarity
+            .tables
+            .extend(tables::bigram_distance_tables(rows)),
         None => familiarity.missing("Bigram Jensen–Shannon distances", "bigram_distances.csv"),
     }
     match &data.distances {

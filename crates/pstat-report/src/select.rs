@@ -189,7 +189,7 @@ pub fn behavioral_variants(data: &RunData) -> Vec<(String, &StabilityRow)> {
             ((k, baseline != "empty"), label, r)
         })
         .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by_key(|(key, _, _)| *key);
     out.into_iter().map(|(_, label, r)| (label, r)).collect()
 }
 

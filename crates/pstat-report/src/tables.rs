@@ -164,24 +164,41 @@ pub fn kind_tables(
         .collect()
 }
 
-pub fn bigram_distance_table(rows: &[BigramDistanceRow]) -> Table {
-    let mut sorted: Vec<&BigramDistanceRow> = rows.iter().collect();
-    sorted.sort_by(|a, b| {
-        domain_order(&a.domain, &b.domain)
-            .then(kind_order(&a.kind_a, &b.kind_a))
-            .then(kind_order(&a.kind_b, &b.kind_b))
-    });
-    Table {
-        id: "table_bigram_distances".into(),
-        title: "Bigram Jensen–Shannon distances".into(),
-        caption: "Jensen–Shannon distance between the character-bigram distributions of two statement kinds (0 = identical, 1 = disjoint).".into(),
-        header: vec!["Domain".into(), "Kind".into(), "Kind".into(), "JS distance".into()],
-        rows: sorted
-            .iter()
-            .map(|r| vec![domain_title(&r.domain), kind_title(&r.kind_a), kind_title(&r.kind_b), format!("{:.3}", r.js_distance)])
-            .collect(),
-        numeric_from: 3,
-    }
+/// Jensen–Shannon distances as one symmetric kind × kind matrix per domain.
+pub fn bigram_distance_tables(rows: &[BigramDistanceRow]) -> Vec<Table> {
+    let domains = sorted_unique(rows.iter().map(|r| r.domain.as_str()), domain_order);
+    domains
+        .iter()
+        .map(|domain| {
+            let here: Vec<&BigramDistanceRow> = rows.iter().filter(|r| &r.domain == domain).collect();
+            let kinds = sorted_unique(here.iter().flat_map(|r| [r.kind_a.as_str(), r.kind_b.as_str()]), kind_order);
+            let distance = |a: &str, b: &str| {
+                if a == b {
+                    return "0".to_string();
+                }
+                here.iter()
+                    .find(|r| (r.kind_a == a && r.kind_b == b) || (r.kind_a == b && r.kind_b == a))
+                    .map_or("–".into(), |r| format!("{:.3}", r.js_distance))
+            };
+            let mut header = vec!["Kind".to_string()];
+            header.extend(kinds.iter().map(|k| kind_title(k)));
+            Table {
+                id: format!("table_bigram_distances_{domain}"),
+                title: format!("Bigram Jensen–Shannon distances — {}", domain_title(domain)),
+                caption: "Distance between the character-bigram distributions of two statement kinds (0 = identical, 1 = disjoint).".into(),
+                header,
+                rows: kinds
+                    .iter()
+                    .map(|a| {
+                        let mut row = vec![kind_title(a)];
+                        row.extend(kinds.iter().map(|b| distance(a, b)));
+                        row
+                    })
+                    .collect(),
+                numeric_from: 1,
+            }
+        })
+        .collect()
 }
 
 pub fn layers_table(layers: &[LayerChoice]) -> Table {

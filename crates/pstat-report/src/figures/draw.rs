@@ -152,7 +152,9 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) 
         let (w, h) = area.dim_in_pixel();
         let title = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
         area.draw(&Text::new(panel.title.clone(), (w as i32 / 2, 10), title))?;
-        let note = TextStyle::from((FONT, 13).into_font().color(&NOISE_GREY.mix(1.0)))
+        let note = (FONT, 13)
+            .into_font()
+            .color(&NOISE_GREY)
             .pos(Pos::new(HPos::Center, VPos::Center));
         return area.draw(&Text::new("no data", (w as i32 / 2, h as i32 / 2), note));
     }
