@@ -32,6 +32,11 @@ enum Command {
     /// Generic sAwMIL multiple-instance learner: fit on bags of vectors, predict bag scores.
     #[command(subcommand)]
     Sawmil(cmd::sawmil::SawmilCommand),
+    /// The embedded models: pull them into the cache, list what is cached.
+    #[command(subcommand)]
+    Models(cmd::models::ModelsCommand),
+    /// Token ids of stdin lines as JSON lines, exactly as llama.cpp tokenizes them.
+    Tokenize(cmd::tokenize::TokenizeArgs),
     /// Rebuild the figures and the self-contained report.html of a run folder from its files.
     Report(cmd::report::ReportArgs),
 }
@@ -42,6 +47,8 @@ fn main() -> std::process::ExitCode {
         Command::Data(c) => cmd::data::run(c),
         Command::Cluster(a) => cmd::cluster::run(a),
         Command::Sawmil(c) => cmd::sawmil::run(c),
+        Command::Models(c) => cmd::models::run(c),
+        Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::Report(a) => cmd::report::run(a),
     };
     match result {

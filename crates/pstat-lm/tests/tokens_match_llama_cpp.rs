@@ -3,6 +3,7 @@
 //! the models are pulled through the registry on first use.
 
 use pstat_lm::GgufFile;
+use pstat_lm::chat::{ChatError, ChatTemplate, Message};
 use pstat_lm::registry;
 use pstat_lm::tokenizer::Tokenizer;
 use sha2::{Digest, Sha256};
@@ -15,6 +16,7 @@ struct Fixture {
     statements_add_special: bool,
     statements_parse_special: bool,
     tricky: Vec<Case>,
+    chats: Vec<Chat>,
     statements: HashMap<String, Vec<u32>>,
 }
 
@@ -26,11 +28,24 @@ struct Case {
     ids: Vec<u32>,
 }
 
+#[derive(serde::Deserialize)]
+struct Chat {
+    messages: Vec<Message>,
+    prefill: String,
+    text: String,
+    ids: Vec<u32>,
+}
+
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn load(model: &str) -> (Tokenizer, Fixture) {
+    let (_, tokenizer, fixture) = load_with_gguf(model);
+    (tokenizer, fixture)
+}
+
+fn load_with_gguf(model: &str) -> (GgufFile, Tokenizer, Fixture) {
     let path = registry::resolve(model).unwrap_or_else(|e| panic!("{e}"));
     let fixture = manifest_dir().join(format!("tests/fixtures/tokens-{model}.json"));
     let fixture: Fixture = serde_json::from_slice(&std::fs::read(&fixture).unwrap()).unwrap();
@@ -40,7 +55,8 @@ fn load(model: &str) -> (Tokenizer, Fixture) {
         "fixture made from another file"
     );
     let gguf = GgufFile::open(&path).unwrap();
-    (Tokenizer::from_gguf(&gguf).unwrap(), fixture)
+    let tokenizer = Tokenizer::from_gguf(&gguf).unwrap();
+    (gguf, tokenizer, fixture)
 }
 
 /// Every `statement` of every CSV under data/.
@@ -122,4 +138,76 @@ fn smollm2_ids_equal_llama_cpp() {
 #[test]
 fn gemma3_ids_equal_llama_cpp() {
     check("gemma-3-270m");
+}
+
+/// Offsets tile the text, so character spans (subject, object) map to tokens; decoding gives
+/// the text back.
+fn check_offsets_and_decode(model: &str) {
+    let (tokenizer, fixture) = load(model);
+    for case in fixture.tricky.iter().filter(|c| !c.parse_special) {
+        let text = &case.text;
+        let with_offsets = tokenizer
+            .encode_with_offsets(text, case.add_special, false)
+            .unwrap();
+        let ids: Vec<u32> = with_offsets.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, case.ids);
+        let mut covered = 0;
+        for (_, range) in &with_offsets {
+            assert!(
+                range.start <= range.end && range.end <= text.len(),
+                "{text:?}"
+            );
+            assert!(range.start >= covered.min(range.start), "{text:?}");
+            covered = covered.max(range.end);
+        }
+        assert_eq!(
+            covered,
+            text.len(),
+            "{model}: offsets of {text:?} stop early"
+        );
+        if text.is_ascii() {
+            let pieces: String = with_offsets.iter().map(|(_, r)| &text[r.clone()]).collect();
+            assert_eq!(&pieces, text, "{model}: offsets do not tile {text:?}");
+        }
+        let plain = tokenizer.encode(text, false, false).unwrap();
+        assert_eq!(tokenizer.decode(&plain), *text, "{model}: decode");
+    }
+}
+
+#[test]
+fn smollm2_offsets_and_decode() {
+    check_offsets_and_decode("smollm2-135m-instruct");
+}
+
+#[test]
+fn gemma3_offsets_and_decode() {
+    check_offsets_and_decode("gemma-3-270m");
+}
+
+/// SmolLM2's own template renders as jinja2 does, and the rendering tokenizes as in llama.cpp.
+#[test]
+fn smollm2_chat_matches_jinja2_and_llama_cpp() {
+    let (gguf, tokenizer, fixture) = load_with_gguf("smollm2-135m-instruct");
+    let template = ChatTemplate::from_gguf(&gguf, &tokenizer).unwrap();
+    assert!(!fixture.chats.is_empty());
+    for chat in &fixture.chats {
+        let text = if chat.prefill.is_empty() {
+            template.render(&chat.messages, true).unwrap()
+        } else {
+            template
+                .render_with_prefill(&chat.messages, &chat.prefill)
+                .unwrap()
+        };
+        assert_eq!(text, chat.text);
+        assert_eq!(template.tokenize(&tokenizer, &text).unwrap(), chat.ids);
+    }
+}
+
+/// Gemma 3 270m is a base model: asking for chat is an error that says so.
+#[test]
+fn gemma3_has_no_chat_template() {
+    let (gguf, tokenizer, fixture) = load_with_gguf("gemma-3-270m");
+    assert!(fixture.chats.is_empty());
+    let err = ChatTemplate::from_gguf(&gguf, &tokenizer).err().unwrap();
+    assert!(matches!(err, ChatError::NoTemplate(_)), "{err}");
 }

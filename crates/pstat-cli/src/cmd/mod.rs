@@ -2,5 +2,7 @@
 pub mod cluster;
 pub mod data;
 pub mod generate;
+pub mod models;
 pub mod report;
 pub mod sawmil;
+pub mod tokenize;

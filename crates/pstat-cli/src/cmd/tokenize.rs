@@ -1,0 +1,45 @@
+//! `pstat tokenize`: token ids of text lines, exactly as llama.cpp would produce them.
+//! Reads lines from stdin and writes one `{"text": ..., "ids": [...]}` JSON line per input line.
+
+use anyhow::Context;
+use clap::Args;
+use pstat_lm::GgufFile;
+use pstat_lm::tokenizer::Tokenizer;
+use std::io::{BufRead, BufWriter, Write};
+
+#[derive(Args)]
+pub struct TokenizeArgs {
+    /// A registry model name (`pstat models list`) or a path to a GGUF file.
+    #[arg(long)]
+    model: String,
+    /// Do not add BOS even where the model's metadata asks for it (add_bos_token).
+    #[arg(long)]
+    no_bos: bool,
+    /// Turn control-token texts such as `<|im_start|>` into their ids (for chat-rendered text).
+    #[arg(long)]
+    parse_special: bool,
+}
+
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    text: &'a str,
+    ids: Vec<u32>,
+}
+
+pub fn run(args: TokenizeArgs) -> anyhow::Result<()> {
+    let path = pstat_lm::registry::resolve(&args.model)?;
+    let tokenizer = Tokenizer::from_gguf(&GgufFile::open(&path)?)?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    for (i, line) in std::io::stdin().lock().lines().enumerate() {
+        let line = line.with_context(|| format!("reading stdin line {}", i + 1))?;
+        let text = line.strip_suffix('\r').unwrap_or(&line);
+        let ids = tokenizer
+            .encode(text, !args.no_bos, args.parse_special)
+            .with_context(|| format!("stdin line {}", i + 1))?;
+        serde_json::to_writer(&mut out, &Line { text, ids })?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
