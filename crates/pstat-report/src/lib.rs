@@ -201,7 +201,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
             continue;
         }
         let caption = format!(
-            "{name}: retractions R (share of |B_true(Θ0)|) and expansions E (share of |B_not-true(Θ0)|) per condition; {}.",
+            "Counts (percentages) of baseline beliefs that stay stable or are retracted (of |B_true(Θ0)|) and expanded (of |B_not-true(Θ0)|) per condition; {}.",
             selection.description
         );
         stability

@@ -40,68 +40,63 @@ fn interval(value: f64, lo: Option<f64>, hi: Option<f64>) -> String {
     }
 }
 
-/// Tables A4 (behavioral) / A5 (representational) style: per domain and model, the baseline
-/// belief-set sizes and, per condition, retractions R (share of B_true) and expansions E
-/// (share of B_not-true); with several models a summed "all models" row per domain.
+/// Tables A4 (behavioral) / A5 (representational) style: per domain and condition, the
+/// beliefs of B_true(Θ0) that stay stable or are retracted (R), and the beliefs of
+/// B_not-true(Θ0) that are expanded (E), per model and, with several models, summed over them.
 pub fn counts_table(id: &str, title: &str, caption: String, rows: &[&StabilityRow]) -> Table {
     let conditions = sorted_unique(rows.iter().map(|r| r.condition.as_str()), condition_order);
     let domains = sorted_unique(rows.iter().map(|r| r.domain.as_str()), domain_order);
-    let mut header = vec![
-        "Domain".to_string(),
-        "Model".into(),
-        "|B_true(Θ0)|".into(),
-        "|B_not-true(Θ0)|".into(),
-    ];
-    for c in &conditions {
-        header.push(format!("{} R", condition_title(c)));
-        header.push(format!("{} E", condition_title(c)));
-    }
-    let mut body = Vec::new();
-    for domain in &domains {
-        let in_domain: Vec<&StabilityRow> = rows
-            .iter()
-            .copied()
-            .filter(|r| &r.domain == domain)
-            .collect();
-        let models = sorted_unique(in_domain.iter().map(|r| r.model.as_str()), str::cmp);
-        let line = |label: String, members: &[&StabilityRow]| -> Vec<String> {
-            // Baseline sizes are the same for every condition of a model; take them once per model.
-            let mut sizes = std::collections::BTreeMap::new();
-            for r in members {
-                sizes.insert(&r.model, (r.n_baseline_true, r.n_baseline_not_true));
-            }
-            let (n_true, n_not) = sizes.values().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-            let mut cells = vec![
+    let header = [
+        "Domain",
+        "Condition",
+        "Model",
+        "|B_true(Θ0)|",
+        "Stable",
+        "Retracted R",
+        "|B_not-true(Θ0)|",
+        "Expanded E",
+    ]
+    .map(String::from)
+    .to_vec();
+    let line =
+        |domain: &str, condition: &str, label: String, members: &[&StabilityRow]| -> Vec<String> {
+            let sum =
+                |get: fn(&StabilityRow) -> usize| members.iter().map(|r| get(r)).sum::<usize>();
+            let (n_true, n_not) = (sum(|r| r.n_baseline_true), sum(|r| r.n_baseline_not_true));
+            let retracted = sum(|r| r.retractions);
+            vec![
                 domain_title(domain),
+                condition_title(condition),
                 label,
                 n_true.to_string(),
+                pct(n_true.saturating_sub(retracted), n_true),
+                pct(retracted, n_true),
                 n_not.to_string(),
-            ];
-            for c in &conditions {
-                let of_c: Vec<&&StabilityRow> =
-                    members.iter().filter(|r| &r.condition == c).collect();
-                if of_c.is_empty() {
-                    cells.extend(["–".to_string(), "–".to_string()]);
-                    continue;
-                }
-                let (t, n): (usize, usize) = of_c.iter().fold((0, 0), |a, r| {
-                    (a.0 + r.n_baseline_true, a.1 + r.n_baseline_not_true)
-                });
-                cells.push(pct(of_c.iter().map(|r| r.retractions).sum(), t));
-                cells.push(pct(of_c.iter().map(|r| r.expansions).sum(), n));
-            }
-            cells
+                pct(sum(|r| r.expansions), n_not),
+            ]
         };
-        for model in &models {
-            let members: Vec<&StabilityRow> = in_domain
+    let mut body = Vec::new();
+    for domain in &domains {
+        for condition in &conditions {
+            let members: Vec<&StabilityRow> = rows
                 .iter()
                 .copied()
-                .filter(|r| &r.model == model)
+                .filter(|r| &r.domain == domain && &r.condition == condition)
                 .collect();
-            body.push(line(model.clone(), &members));
-        }
-        if models.len() > 1 {
-            body.push(line("all models".into(), &in_domain));
+            if members.is_empty() {
+                continue;
+            }
+            for r in &members {
+                body.push(line(
+                    domain,
+                    condition,
+                    r.model.clone(),
+                    std::slice::from_ref(r),
+                ));
+            }
+            if members.len() > 1 {
+                body.push(line(domain, condition, "all models".into(), &members));
+            }
         }
     }
     Table {
@@ -110,7 +105,7 @@ pub fn counts_table(id: &str, title: &str, caption: String, rows: &[&StabilityRo
         caption,
         header,
         rows: body,
-        numeric_from: 2,
+        numeric_from: 3,
     }
 }
 
@@ -319,7 +314,7 @@ pub fn clusters_table(members: &[ClusterMember], results: &[ClusterResult]) -> T
                 clusters.iter().filter(|&&c| c >= 0).count().to_string(),
                 labels.iter().filter(|&&c| c < 0).count().to_string(),
                 result.map_or("–".into(), |r| format!("{:.3}", r.score)),
-                result.map_or("–".into(), |r| r.chosen.to_string()),
+                result.map_or("–".into(), |r| flatten_config(&r.chosen)),
             ]
         })
         .collect();
@@ -341,6 +336,28 @@ pub fn clusters_table(members: &[ClusterMember], results: &[ClusterResult]) -> T
         rows,
         numeric_from: 2,
     }
+}
+
+/// `{"umap": {"n_neighbors": 15}}` → `umap.n_neighbors = 15`, one setting per comma.
+fn flatten_config(value: &serde_json::Value) -> String {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, v, out);
+                }
+            }
+            other => out.push(format!("{prefix} = {other}")),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", value, &mut out);
+    out.join(", ")
 }
 
 fn sorted_unique_i32(labels: &[i32]) -> Vec<i32> {
