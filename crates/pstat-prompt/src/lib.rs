@@ -13,9 +13,11 @@
 //!   distributions and the spread over draws.
 
 pub mod context;
+pub mod embedded;
 pub mod error;
 pub mod record;
 pub mod scoring;
+pub mod server;
 pub mod study;
 pub mod tables;
 pub mod template;

@@ -19,9 +19,11 @@ pub struct StudySpec {
     pub domain: Domain,
     pub format: PromptFormat,
     pub context: ContextSpec,
-    /// Independent context draws per condition beyond the main one; with any, the
-    /// order-shuffle control runs too.
+    /// Independent context draws per condition beyond the main one.
     pub resamples: usize,
+    /// Also judge under the main draw's statements in a permuted order (the noise floor of
+    /// the judgment itself).
+    pub shuffle_control: bool,
     /// Where the unit files of this (model, domain) go.
     pub dir: PathBuf,
 }
@@ -70,7 +72,7 @@ pub struct Summary {
 
 impl StudySpec {
     /// The units in computing order: the baseline, then per perturbation the main draw, the
-    /// resamples and (with resamples) the order-shuffle control.
+    /// resamples and the order-shuffle control.
     pub fn units<'c>(
         &self,
         conditions: &'c ConditionSet,
@@ -82,7 +84,7 @@ impl StudySpec {
         for c in conditions.perturbations() {
             units.push((c, Draw::Main));
             units.extend((1..=self.resamples).map(|i| (c, Draw::Resample(i))));
-            if self.resamples > 0 {
+            if self.shuffle_control {
                 units.push((c, Draw::Shuffle));
             }
         }
@@ -254,6 +256,7 @@ mod tests {
                 allow_fewer: false,
             },
             resamples,
+            shuffle_control: true,
             dir: dir.to_path_buf(),
         }
     }

@@ -96,11 +96,11 @@ pub struct ResampleRow {
 }
 
 impl ResampleRow {
-    /// One row per perturbed condition that has resamples.
+    /// One row per perturbed condition that has resamples or a shuffle control.
     pub fn from_units(spec: &StudySpec, units: &[UnitResult], rows: &[StabilityRow]) -> Vec<Self> {
         let mut out = Vec::new();
         let mut conditions: Vec<&str> = Vec::new();
-        for u in units.iter().filter(|u| matches!(u.draw, Draw::Resample(_))) {
+        for u in units.iter().filter(|u| u.draw != Draw::Main) {
             if !conditions.contains(&u.condition.as_str()) {
                 conditions.push(&u.condition);
             }

@@ -1,0 +1,129 @@
+//! The in-process backend: the GGUF's own tokenizer and chat template, and the candle runtime
+//! scoring every statement of a unit against one prefix KV cache.
+
+use crate::error::PromptError;
+use crate::scoring::{EncodedPrompts, OptionProbs, OptionScorer, OptionTokens, PromptCodec};
+use pstat_lm::chat::{ChatError, ChatTemplate, Message};
+use pstat_lm::tokenizer::Tokenizer;
+use pstat_lm::{GgufFile, LanguageModel};
+use std::path::Path;
+
+/// Statements per scoring call: the granularity of progress reports (the runtime packs each
+/// call into forward passes of its own size).
+const STATEMENTS_PER_CALL: usize = 64;
+
+/// Tokenizer and (for chat models) chat template of a GGUF file.
+pub struct EmbeddedCodec {
+    tokenizer: Tokenizer,
+    chat: Option<ChatTemplate>,
+    origin: String,
+}
+
+impl EmbeddedCodec {
+    pub fn open(path: &Path) -> Result<Self, PromptError> {
+        let origin = path.display().to_string();
+        let lm = |e: &dyn std::fmt::Display| PromptError::Tokenizer {
+            what: origin.clone(),
+            message: e.to_string(),
+        };
+        let gguf = GgufFile::open(path).map_err(|e| lm(&e))?;
+        let tokenizer = Tokenizer::from_gguf(&gguf).map_err(|e| lm(&e))?;
+        let chat = match ChatTemplate::from_gguf(&gguf, &tokenizer) {
+            Ok(t) => Some(t),
+            Err(ChatError::NoTemplate(_)) => None,
+            Err(e) => return Err(lm(&e)),
+        };
+        Ok(EmbeddedCodec {
+            tokenizer,
+            chat,
+            origin,
+        })
+    }
+
+    /// Whether the model has a chat template (and so can take the chat format).
+    pub fn has_chat_template(&self) -> bool {
+        self.chat.is_some()
+    }
+
+    fn error(&self, e: impl std::fmt::Display) -> PromptError {
+        PromptError::Tokenizer {
+            what: self.origin.clone(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl PromptCodec for EmbeddedCodec {
+    fn render_chat(&self, user: &str, prefill: &str) -> Result<String, PromptError> {
+        let chat = self.chat.as_ref().ok_or_else(|| {
+            self.error("the model has no chat template, so it is a base model: use --format plain")
+        })?;
+        chat.render_with_prefill(&[Message::new("user", user)], prefill)
+            .map_err(|e| self.error(e))
+    }
+
+    fn encode_prompt(&self, rendered: &str) -> Result<Vec<u32>, PromptError> {
+        match &self.chat {
+            // Adds BOS by the tokenizer's rule unless the template already wrote it.
+            Some(chat) => chat
+                .tokenize(&self.tokenizer, rendered)
+                .map_err(|e| self.error(e)),
+            None => self
+                .tokenizer
+                .encode(rendered, true, true)
+                .map_err(|e| self.error(e)),
+        }
+    }
+
+    fn encode_option(&self, text: &str) -> Result<Vec<u32>, PromptError> {
+        self.tokenizer
+            .encode(text, true, false)
+            .map_err(|e| self.error(e))
+    }
+
+    fn piece(&self, id: u32) -> Result<String, PromptError> {
+        Ok(String::from_utf8_lossy(&self.tokenizer.token_to_piece(id)).into_owned())
+    }
+}
+
+/// Scores with a loaded model: the shared prefix once per unit, then every statement's suffix
+/// against its KV cache.
+pub struct EmbeddedScorer<'m> {
+    model: &'m LanguageModel,
+    options: OptionTokens,
+}
+
+impl<'m> EmbeddedScorer<'m> {
+    pub fn new(model: &'m LanguageModel, options: OptionTokens) -> Self {
+        EmbeddedScorer { model, options }
+    }
+}
+
+impl OptionScorer for EmbeddedScorer<'_> {
+    fn score(
+        &mut self,
+        prompts: &EncodedPrompts,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<OptionProbs>, PromptError> {
+        let prefix = match prompts.shared {
+            0 => None,
+            _ => Some(self.model.prefix(prompts.prefix())?),
+        };
+        let mut out = Vec::with_capacity(prompts.len());
+        for chunk in prompts.suffixes().chunks(STATEMENTS_PER_CALL) {
+            let scores = self
+                .model
+                .score_options(prefix.as_ref(), chunk, &self.options.ids)?;
+            out.extend(scores.iter().map(|s| OptionProbs {
+                p: [0, 1, 2].map(|j| s.logprobs[j].exp()),
+                leftover: s.leftover,
+            }));
+            progress(chunk.len());
+        }
+        Ok(out)
+    }
+
+    fn identity(&self) -> String {
+        format!("embedded:{}", self.model.sha256())
+    }
+}
