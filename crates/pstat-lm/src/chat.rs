@@ -106,7 +106,7 @@ impl ChatTemplate {
         let messages: Vec<Value> = messages
             .iter()
             .map(|m| {
-                Value::from(context! { role => m.role.as_str(), content => m.content.as_str() })
+                context! { role => m.role.as_str(), content => m.content.as_str() }
             })
             .collect();
         self.env

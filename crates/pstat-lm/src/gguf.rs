@@ -130,7 +130,7 @@ impl ModelConfig {
     /// Whether decoder block `layer` (0-based) uses sliding-window attention.
     pub fn is_sliding(&self, layer: usize) -> bool {
         match (self.sliding_window, self.sliding_window_pattern) {
-            (Some(_), Some(pattern)) => (layer + 1) % pattern != 0,
+            (Some(_), Some(pattern)) => !(layer + 1).is_multiple_of(pattern),
             (Some(_), None) => true,
             (None, _) => false,
         }

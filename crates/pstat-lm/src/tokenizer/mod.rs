@@ -77,7 +77,7 @@ impl Vocab {
 }
 
 enum Algorithm {
-    Bpe(bpe::Bpe),
+    Bpe(Box<bpe::Bpe>),
     Spm { add_space_prefix: bool },
 }
 
@@ -160,7 +160,7 @@ impl Tokenizer {
             "gpt2" => {
                 let merges = strings(gguf, "tokenizer.ggml.merges")?;
                 let pre = gguf.opt_str("tokenizer.ggml.pre")?.unwrap_or("default");
-                Algorithm::Bpe(bpe::Bpe::new(&vocab, &merges, pre)?)
+                Algorithm::Bpe(Box::new(bpe::Bpe::new(&vocab, &merges, pre)?))
             }
             "llama" => Algorithm::Spm {
                 add_space_prefix: gguf
