@@ -3,6 +3,7 @@
 //! `cmd/<name>.rs` and calls into the pipeline crates.
 
 mod cmd;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -37,6 +38,12 @@ enum Command {
     Models(cmd::models::ModelsCommand),
     /// Token ids of stdin lines as JSON lines, exactly as llama.cpp tokenizes them.
     Tokenize(cmd::tokenize::TokenizeArgs),
+    /// Next-token probabilities of answer options for JSON-lines prompts (embedded model).
+    Score(cmd::score::ScoreArgs),
+    /// Per-token hidden states of text lines at chosen layers, as safetensors.
+    Hidden(cmd::hidden::HiddenArgs),
+    /// Run the whole P-StaT study (or the stages the config enables), resumably.
+    Run(run::RunArgs),
     /// Rebuild the figures and the self-contained report.html of a run folder from its files.
     Report(cmd::report::ReportArgs),
 }
@@ -49,7 +56,10 @@ fn main() -> std::process::ExitCode {
         Command::Sawmil(c) => cmd::sawmil::run(c),
         Command::Models(c) => cmd::models::run(c),
         Command::Tokenize(a) => cmd::tokenize::run(a),
+        Command::Score(a) => cmd::score::run(a),
+        Command::Hidden(a) => cmd::hidden::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Run(a) => run::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

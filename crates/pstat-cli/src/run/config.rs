@@ -22,6 +22,9 @@ pub struct RunConfig {
     /// At most this many held-out True test statements per domain (None = all). `--quick`
     /// subsamples; the paper uses all.
     pub test_limit: Option<usize>,
+    /// At most this many training statements per domain, a seeded sample stratified by kind
+    /// (None = the whole training split, as the paper). `--quick` subsamples.
+    pub train_limit: Option<usize>,
     pub representational: Representational,
     pub behavioral: Behavioral,
     pub familiarity: Familiarity,
@@ -49,8 +52,11 @@ pub struct Representational {
     pub layer_offsets: Vec<i64>,
     /// Offsets evaluated for the Mass-Mean probe (the paper reports it at the veracity layer).
     pub mass_mean_layer_offsets: Vec<i64>,
-    /// Fix the veracity layer per model instead of selecting it on the calibration split.
+    /// Fix the veracity layer instead of selecting it on the calibration split.
     pub veracity_layer: Option<usize>,
+    /// Statements per split used to select the veracity layer (last-token Mass-Mean fit on
+    /// this many training statements, AUC on this many calibration statements).
+    pub selection_statements: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,6 +83,9 @@ pub struct Familiarity {
     pub enabled: bool,
     /// Pairs sampled per kind for the within-group distance (Fig. 2d).
     pub distance_pairs: usize,
+    /// Statements per kind (all splits, seeded sample) whose object-token probabilities are
+    /// computed (Fig. 2e, Tables A6–A8).
+    pub statements_per_kind: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,6 +105,7 @@ impl Default for RunConfig {
             data: None,
             splits: SplitShares::default(),
             test_limit: None,
+            train_limit: None,
             representational: Representational::default(),
             behavioral: Behavioral::default(),
             familiarity: Familiarity::default(),
@@ -124,6 +134,7 @@ impl Default for Representational {
             layer_offsets: vec![-2, -1, 0, 1, 2],
             mass_mean_layer_offsets: vec![0],
             veracity_layer: None,
+            selection_statements: 1500,
         }
     }
 }
@@ -147,6 +158,7 @@ impl Default for Familiarity {
         Familiarity {
             enabled: true,
             distance_pairs: 5000,
+            statements_per_kind: 200,
         }
     }
 }
@@ -169,10 +181,14 @@ impl RunConfig {
         Ok(config)
     }
 
-    /// The documented `--quick` preset: 200 held-out True statements per domain, K = 20, the
-    /// veracity layer only, sAwMIL only, the empty baseline and each model's default format.
+    /// The documented `--quick` preset: the first model only, 600 training statements and 100
+    /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL only, the
+    /// empty baseline and each model's default format.
     pub fn quick(mut self) -> Self {
-        self.test_limit = Some(200);
+        self.models.truncate(1);
+        self.test_limit = Some(100);
+        self.train_limit = Some(600);
+        self.representational.selection_statements = 300;
         self.behavioral.k = vec![20];
         self.behavioral.baselines = vec!["empty".into()];
         self.behavioral.formats = vec!["chat".into()];
@@ -181,6 +197,7 @@ impl RunConfig {
         self.representational.mass_mean_layer_offsets = vec![];
         self.bootstrap_resamples = 200;
         self.familiarity.distance_pairs = 1000;
+        self.familiarity.statements_per_kind = 30;
         self
     }
 

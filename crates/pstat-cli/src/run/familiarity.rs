@@ -1,0 +1,133 @@
+//! The familiarity stage per (model, domain): Fam(s) — the mean object-token probability —
+//! over a seeded sample of each kind (Tables A6–A8, Fig. 2e), and within-kind distances of
+//! veracity-layer representations (Fig. 2d).
+
+use super::io::{read_json, write_jsonl};
+use super::model::LoadedModel;
+use super::progress::bar;
+use super::study::Study;
+use pstat_data::activations::Activations;
+use pstat_data::{Domain, Kind, Statement};
+use pstat_familiarity::distance::{pairwise_distances, standardize};
+use pstat_familiarity::object_tokens::{entity_spans, familiarity, object_token_indices};
+use pstat_familiarity::summary::{DistanceSummaryRow, FamiliarityRow, mean_with_interval};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// Fam(s) of one statement, kept per statement in `familiarity.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StatementFamiliarity {
+    id: String,
+    kind: Kind,
+    object_tokens: usize,
+    fam: Option<f64>,
+}
+
+/// The kinds of Tables A6–A8; "fictional" pools Fictional (T) and (F).
+const TABLE_KINDS: [(&str, &[Kind]); 7] = [
+    ("true", &[Kind::True]),
+    ("false", &[Kind::False]),
+    ("fictional", &[Kind::FictionalT, Kind::FictionalF]),
+    ("fictional_t", &[Kind::FictionalT]),
+    ("fictional_f", &[Kind::FictionalF]),
+    ("synthetic_tf", &[Kind::SyntheticTf]),
+    ("synthetic_fi", &[Kind::SyntheticFi]),
+];
+
+pub fn object_token_table(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result<Vec<FamiliarityRow>> {
+    let path = study.out.join(&model.name).join(domain.as_str()).join("familiarity.json");
+    if let Some(rows) = read_json::<Vec<FamiliarityRow>>(&path)? {
+        return Ok(rows);
+    }
+    let data = study.data(domain);
+    let n = study.config.familiarity.statements_per_kind;
+    let mut rng = ChaCha8Rng::seed_from_u64(study.seed_for(&format!("familiarity:{domain}")));
+    let mut sample: Vec<&Statement> = Vec::new();
+    for kind in [Kind::True, Kind::False, Kind::FictionalT, Kind::FictionalF, Kind::SyntheticTf, Kind::SyntheticFi] {
+        let mut group: Vec<&Statement> = data.of_kind(kind).collect();
+        group.shuffle(&mut rng);
+        sample.extend(group.into_iter().take(n));
+    }
+    let encoded: Vec<Vec<(u32, std::ops::Range<usize>)>> = sample
+        .iter()
+        .map(|s| model.encoder.encode_plain_with_offsets(&s.text))
+        .collect::<Result<_, _>>()?;
+    let pb = bar(sample.len() as u64, &format!("{} {domain} object-token probabilities", model.name));
+    let mut per_statement = Vec::with_capacity(sample.len());
+    for (chunk_s, chunk_e) in sample.chunks(64).zip(encoded.chunks(64)) {
+        let ids: Vec<Vec<u32>> = chunk_e.iter().map(|e| e.iter().map(|t| t.0).collect()).collect();
+        let probs = model.lm.token_probabilities(&ids)?;
+        for ((s, e), p) in chunk_s.iter().zip(chunk_e).zip(&probs) {
+            let spans: Vec<_> = e.iter().map(|t| t.1.clone()).collect();
+            let objects = object_token_indices(&spans, &entity_spans(&s.text, &s.subject, &s.object));
+            per_statement.push(StatementFamiliarity {
+                id: s.id.clone(),
+                kind: s.kind,
+                object_tokens: objects.len(),
+                fam: familiarity(p, &objects),
+            });
+        }
+        pb.inc(chunk_s.len() as u64);
+    }
+    pb.finish_and_clear();
+    write_jsonl(&path.with_extension("jsonl"), &per_statement)?;
+    let seed = study.seed_for(&format!("familiarity-bootstrap:{}:{domain}", model.name));
+    let rows: Vec<FamiliarityRow> = TABLE_KINDS
+        .iter()
+        .filter_map(|(name, kinds)| {
+            let values: Vec<f64> =
+                per_statement.iter().filter(|s| kinds.contains(&s.kind)).filter_map(|s| s.fam).collect();
+            let (mean, lo, hi) = mean_with_interval(&values, study.config.bootstrap_resamples, seed)?;
+            Some(FamiliarityRow {
+                model: model.name.clone(),
+                domain: domain.to_string(),
+                kind: name.to_string(),
+                n: values.len(),
+                mean_object_token_prob: mean,
+                lo,
+                hi,
+            })
+        })
+        .collect();
+    pstat_data::artifact::write_json_atomic(&path, &rows)?;
+    Ok(rows)
+}
+
+/// Within-kind distances of standardized last-token representations at `layer`.
+pub fn distance_table(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    layer: usize,
+    acts: &Activations,
+) -> Vec<DistanceSummaryRow> {
+    let kind: HashMap<&str, Kind> = study.data(domain).statements.iter().map(|s| (s.id.as_str(), s.kind)).collect();
+    let mut rows: Vec<Vec<f32>> = (0..acts.len()).map(|i| acts.last_token(i).to_vec()).collect();
+    standardize(&mut rows);
+    let mut by_kind: BTreeMap<Kind, Vec<&[f32]>> = BTreeMap::new();
+    for (i, id) in acts.statement_ids.iter().enumerate() {
+        by_kind.entry(kind[id.as_str()]).or_default().push(&rows[i]);
+    }
+    let pairs = study.config.familiarity.distance_pairs;
+    by_kind
+        .into_iter()
+        .filter_map(|(k, group)| {
+            let seed = study.seed_for(&format!("distances:{}:{domain}:{k}", model.name));
+            let d = pairwise_distances(&group, pairs, seed);
+            let (mean, lo, hi) = mean_with_interval(&d, study.config.bootstrap_resamples, seed)?;
+            Some(DistanceSummaryRow {
+                model: model.name.clone(),
+                domain: domain.to_string(),
+                kind: k.to_string(),
+                layer,
+                n_pairs: d.len(),
+                mean_distance: mean,
+                lo,
+                hi,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,50 @@
+//! A model loaded for a run: the runtime, its name in tables and folders, and how a statement
+//! is fed to it for activations (notes §3.2: base model → BOS + statement; chat model → the
+//! statement as the only user message, rendered by the model's chat template).
+
+use pstat_data::Dataset;
+use pstat_lm::LanguageModel;
+use pstat_lm::input::StatementEncoder;
+use std::collections::HashMap;
+use std::path::Path;
+
+pub struct LoadedModel {
+    /// Registry name, or the GGUF file's stem.
+    pub name: String,
+    pub lm: LanguageModel,
+    pub encoder: StatementEncoder,
+}
+
+impl LoadedModel {
+    pub fn load(name_or_path: &str) -> anyhow::Result<Self> {
+        let path = pstat_lm::registry::resolve(name_or_path)?;
+        let name = if pstat_lm::registry::find(name_or_path).is_some() {
+            name_or_path.to_string()
+        } else {
+            Path::new(name_or_path)
+                .file_stem()
+                .map_or_else(|| name_or_path.to_string(), |s| s.to_string_lossy().into_owned())
+        };
+        let lm = LanguageModel::load(&path)?;
+        let encoder = StatementEncoder::for_model(&lm)?;
+        Ok(LoadedModel { name, lm, encoder })
+    }
+
+    /// Token ids fed for each statement id (in the order given).
+    pub fn encode_statements(&self, data: &Dataset, ids: &[String]) -> anyhow::Result<Vec<Vec<u32>>> {
+        let text: HashMap<&str, &str> = data.statements.iter().map(|s| (s.id.as_str(), s.text.as_str())).collect();
+        ids.iter()
+            .map(|id| {
+                let text = text
+                    .get(id.as_str())
+                    .ok_or_else(|| anyhow::anyhow!("statement `{id}` is not in {}", data.domain))?;
+                Ok(self.encoder.encode(text)?)
+            })
+            .collect()
+    }
+
+    /// Identifies the input format (plain, or chat with the template's hash) for cache keys.
+    pub fn input_signature(&self) -> String {
+        self.encoder.signature()
+    }
+}

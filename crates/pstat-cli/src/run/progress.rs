@@ -1,0 +1,19 @@
+//! Progress bars: one per unit of work, with elapsed time and an ETA.
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub fn bar(len: u64, prefix: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{prefix:.bold} [{bar:30}] {pos}/{len} {msg} ({elapsed}, eta {eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_prefix(prefix.to_string());
+    pb
+}
+
+/// A stage heading on stderr (kept out of stdout, which carries machine-readable output).
+pub fn stage(name: &str) {
+    eprintln!("== {name}");
+}

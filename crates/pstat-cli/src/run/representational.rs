@@ -1,0 +1,322 @@
+//! The representational stage of a run, per (model, domain): pick the veracity layer, extract
+//! (or reuse) the activations of layers l−2..l+2, retrain every probe under every Θ and judge
+//! the held-out True statements.
+
+use super::model::LoadedModel;
+use super::io::{read_json, write_jsonl};
+use super::progress::bar;
+use super::study::Study;
+use anyhow::{Context, bail};
+use pstat_data::activations::{Activations, Precision};
+use pstat_data::artifact::{sha256_hex, write_json_atomic};
+use pstat_data::{Domain, Kind};
+use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
+use pstat_probe::{Bags, MassMeanParams, ProbeParams, SawMilParams, TrainingSet, auc};
+use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// How the veracity layer was chosen, persisted as `layers.json` per (model, domain).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LayerChoice {
+    pub model: String,
+    pub domain: Domain,
+    pub veracity_layer: usize,
+    pub criterion: String,
+    pub scores: Vec<LayerScore>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LayerScore {
+    pub layer: usize,
+    pub auc: Option<f64>,
+}
+
+/// What the representational stage of one (model, domain) produced.
+pub struct RepresentationalResult {
+    pub rows: Vec<StabilityRow>,
+    pub layer_choice: LayerChoice,
+}
+
+pub fn run(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result<RepresentationalResult> {
+    let dir = study.out.join(&model.name).join(domain.as_str()).join("representational");
+    let choice = veracity_layer(study, model, domain, &dir)?;
+    let cfg = &study.config.representational;
+    let layer_at = |offset: &i64| -> anyhow::Result<usize> {
+        let l = choice.veracity_layer as i64 + offset;
+        if l < 1 || l > model.lm.n_layers() as i64 {
+            bail!(
+                "layer {l} (veracity layer {} {offset:+}) is outside 1..={} of {}",
+                choice.veracity_layer,
+                model.lm.n_layers(),
+                model.name
+            );
+        }
+        Ok(l as usize)
+    };
+    let mut units: Vec<(&str, usize)> = Vec::new();
+    for probe in &cfg.probes {
+        let offsets = if probe == "mass_mean" { &cfg.mass_mean_layer_offsets } else { &cfg.layer_offsets };
+        for offset in offsets {
+            units.push((probe.as_str(), layer_at(offset)?));
+        }
+    }
+    let layers: BTreeSet<usize> = units.iter().map(|(_, l)| *l).collect();
+    let layers: Vec<usize> = layers.into_iter().collect();
+    let mut rows = Vec::new();
+    let mut activations: BTreeMap<usize, Activations> = BTreeMap::new();
+    for (probe, layer) in units {
+        let unit = dir.join(probe).join(format!("layer_{layer:02}"));
+        let rows_path = unit.join("rows.json");
+        if let Some(done) = read_json::<Vec<StabilityRow>>(&rows_path)? {
+            rows.extend(done);
+            continue;
+        }
+        if activations.is_empty() {
+            activations = extract_layers(study, model, domain, &layers)?;
+        }
+        let unit_rows = probe_unit(study, model, domain, probe, layer, &activations[&layer], &unit)?;
+        write_json_atomic(&rows_path, &unit_rows)?;
+        study
+            .manifest(format!("{probe} layer {layer} {domain}"), domain)
+            .with_model(model.lm.sha256())
+            .write_beside(&rows_path)?;
+        rows.extend(unit_rows);
+    }
+    Ok(RepresentationalResult { rows, layer_choice: choice })
+}
+
+/// The veracity layer and its activations (from the cache) for analyses that reuse them.
+pub fn veracity_activations(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+) -> anyhow::Result<(usize, Activations)> {
+    let dir = study.out.join(&model.name).join(domain.as_str()).join("representational");
+    let layer = veracity_layer(study, model, domain, &dir)?.veracity_layer;
+    let mut acts = extract_layers(study, model, domain, &[layer])?;
+    Ok((layer, acts.remove(&layer).expect("requested layer")))
+}
+
+/// Retrain one probe at one layer under every condition; judgments go to
+/// `<unit>/<condition>.jsonl`, stability rows are returned.
+fn probe_unit(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    probe: &str,
+    layer: usize,
+    acts: &Activations,
+    unit: &Path,
+) -> anyhow::Result<Vec<StabilityRow>> {
+    let mut split = study.split(domain).clone();
+    split.train = study.train_ids(domain);
+    let seed = study.seed_for(&format!("probe:{}:{domain}:{layer}", model.name));
+    let training = ConditionTraining::new(study.data(domain), &split, acts, seed)?;
+    let params: Box<dyn ProbeParams> = match probe {
+        "sawmil" => Box::new(SawMilParams { seed, ..SawMilParams::default() }),
+        _ => Box::new(MassMeanParams::default()),
+    };
+    let held_out = study.held_out_true(domain);
+    let conditions = &study.conditions.conditions;
+    let pb = bar(conditions.len() as u64, &format!("{} {domain} {probe} layer {layer}", model.name));
+    let mut judgments: HashMap<String, Judgments> = HashMap::new();
+    let mut failures = Vec::new();
+    for condition in conditions {
+        pb.set_message(condition.name.clone());
+        match training.fit(condition, params.as_ref()) {
+            Ok(trained) => {
+                let judged = judge(&trained, acts, &held_out)?;
+                write_jsonl(&unit.join(format!("{}.jsonl", condition.name)), &judged)?;
+                judgments.insert(
+                    condition.name.clone(),
+                    judged.into_iter().map(|j: ProbeJudgment| (j.id, j.judged_true)).collect(),
+                );
+            }
+            // A degenerate fit (w = 0 optimal) is recorded, not fatal: its rates stay undefined.
+            Err(e) => failures.push(format!("{}: {e}", condition.name)),
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    if !failures.is_empty() {
+        write_json_atomic(&unit.join("failures.json"), &failures)?;
+        eprintln!("warning: {} {domain} {probe} layer {layer}: {}", model.name, failures.join("; "));
+    }
+    let Some(baseline) = study.conditions.baseline().and_then(|b| judgments.get(&b.name)) else {
+        bail!("{} {domain} {probe} layer {layer}: the baseline probe could not be fit", model.name);
+    };
+    let bootstrap = Bootstrap {
+        resamples: study.config.bootstrap_resamples,
+        seed: study.seed_for(&format!("bootstrap:{}:{domain}:{probe}:{layer}", model.name)),
+    };
+    let mut rows = Vec::new();
+    for condition in study.conditions.perturbations() {
+        let Some(perturbed) = judgments.get(&condition.name) else {
+            continue;
+        };
+        let cmp = compare(&held_out, baseline, perturbed)?;
+        let key = RowKey {
+            model: model.name.clone(),
+            domain: domain.to_string(),
+            instantiation: "representational".into(),
+            probe: probe.into(),
+            layer: Some(layer),
+            condition: condition.name.clone(),
+            ..RowKey::default()
+        };
+        rows.push(StabilityRow::new(key, &cmp, bootstrap));
+    }
+    Ok(rows)
+}
+
+/// The layer that best separates True from Not True: a last-token Mass-Mean baseline probe fit
+/// on a stratified training sample, scored by AUC on a calibration sample. Candidates are the
+/// layers whose l−2..l+2 neighbourhood exists. Persisted; a fixed layer in the config wins.
+fn veracity_layer(study: &Study, model: &LoadedModel, domain: Domain, dir: &Path) -> anyhow::Result<LayerChoice> {
+    let path = dir.join("layers.json");
+    if let Some(choice) = read_json::<LayerChoice>(&path)? {
+        return Ok(choice);
+    }
+    let n_layers = model.lm.n_layers();
+    let choice = if let Some(layer) = study.config.representational.veracity_layer {
+        if layer == 0 || layer > n_layers {
+            bail!("representational.veracity_layer = {layer} is outside 1..={n_layers} of {}", model.name);
+        }
+        LayerChoice {
+            model: model.name.clone(),
+            domain,
+            veracity_layer: layer,
+            criterion: "fixed in the run config".into(),
+            scores: Vec::new(),
+        }
+    } else {
+        select_layer(study, model, domain)?
+    };
+    write_json_atomic(&path, &choice)?;
+    Ok(choice)
+}
+
+fn select_layer(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result<LayerChoice> {
+    let n = study.config.representational.selection_statements;
+    let train = study.stratified_train(domain, n);
+    let cal = study.calibration_ids(domain, n);
+    let data = study.data(domain);
+    let kind: HashMap<&str, Kind> = data.statements.iter().map(|s| (s.id.as_str(), s.kind)).collect();
+    let candidates: Vec<usize> = (3..=model.lm.n_layers().saturating_sub(2)).collect();
+    if candidates.is_empty() {
+        bail!("{} has too few layers ({}) for a veracity layer with l±2 neighbours", model.name, model.lm.n_layers());
+    }
+    let ids: Vec<String> = train.iter().chain(&cal).cloned().collect();
+    let last_tokens = last_token_states(study, model, domain, &ids, &candidates)?;
+    let label = |id: &str| if kind[id] == Kind::True { 1i8 } else { -1 };
+    let hidden = model.lm.hidden_size();
+    let mut scores = Vec::new();
+    for (c, &layer) in candidates.iter().enumerate() {
+        let rows = |range: std::ops::Range<usize>| -> Vec<f32> {
+            range.flat_map(|i| last_tokens[i][c * hidden..(c + 1) * hidden].to_vec()).collect()
+        };
+        let train_bags = Bags::new(hidden, rows(0..train.len()), (0..=train.len()).collect())?;
+        let labels: Vec<i8> = train.iter().map(|id| label(id)).collect();
+        let set = TrainingSet::with_last_known(train_bags, labels, 1)?;
+        let probe = MassMeanParams::default().fit(&set)?;
+        let cal_rows = rows(train.len()..ids.len());
+        let cal_scores: Vec<f32> = cal_rows.chunks(hidden).map(|r| probe.score(r)).collect();
+        let cal_labels: Vec<i8> = cal.iter().map(|id| label(id)).collect();
+        scores.push(LayerScore { layer, auc: auc(&cal_scores, &cal_labels) });
+    }
+    let best = scores
+        .iter()
+        .filter_map(|s| s.auc.map(|a| (s.layer, a)))
+        .fold(None, |best: Option<(usize, f64)>, (l, a)| match best {
+            Some((_, b)) if b >= a => best,
+            _ => Some((l, a)),
+        })
+        .context("no layer gave a defined AUC (the calibration sample lacks a class)")?;
+    Ok(LayerChoice {
+        model: model.name.clone(),
+        domain,
+        veracity_layer: best.0,
+        criterion: format!(
+            "AUC (True vs Not True) of a last-token Mass-Mean baseline probe fit on {} training and scored on {} calibration statements; first maximum over layers 3..={}",
+            train.len(),
+            cal.len(),
+            candidates.last().unwrap()
+        ),
+        scores,
+    })
+}
+
+/// Last-token residual stream of `ids` at every layer of `layers`, concatenated per statement
+/// (`[layers × hidden]`), computed in chunks so all-token states of all layers never coexist.
+fn last_token_states(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    ids: &[String],
+    layers: &[usize],
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let pb = bar(ids.len() as u64, &format!("{} {domain} layer selection", model.name));
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(64) {
+        let tokens = model.encode_statements(study.data(domain), chunk)?;
+        let acts = pstat_lm::extract::extract(&model.lm, chunk, &tokens, layers, |n| pb.inc(n as u64))?;
+        for i in 0..chunk.len() {
+            out.push(acts.iter().flat_map(|a| a.last_token(i).to_vec()).collect());
+        }
+    }
+    pb.finish_and_clear();
+    Ok(out)
+}
+
+/// Activations of the statements a run probes (its training statements and held-out True
+/// statements) at `layers`, from the cache under `$PSTAT_HOME/activations` when present.
+/// The cache key covers the model file, the input format and template, the data and the ids.
+fn extract_layers(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    layers: &[usize],
+) -> anyhow::Result<BTreeMap<usize, Activations>> {
+    let mut ids = study.train_ids(domain);
+    ids.extend(study.held_out_true(domain));
+    let key_input = format!(
+        "{}\n{}\n{}\n{}",
+        model.lm.sha256(),
+        model.input_signature(),
+        study.data(domain).data_hash,
+        ids.join("\n")
+    );
+    let dir = cache_dir()?
+        .join(&model.lm.sha256()[..16])
+        .join(domain.as_str())
+        .join(&sha256_hex(key_input.as_bytes())[..16]);
+    let path = |l: usize| dir.join(format!("layer_{l:02}.safetensors"));
+    if layers.iter().all(|l| path(*l).exists()) {
+        return layers
+            .iter()
+            .map(|l| Ok((*l, Activations::read(&path(*l))?)))
+            .collect();
+    }
+    let tokens = model.encode_statements(study.data(domain), &ids)?;
+    let pb = bar(ids.len() as u64, &format!("{} {domain} activations", model.name));
+    let acts = pstat_lm::extract::extract(&model.lm, &ids, &tokens, layers, |n| pb.inc(n as u64))?;
+    pb.finish_and_clear();
+    let mut out = BTreeMap::new();
+    for (&layer, mut a) in layers.iter().zip(acts) {
+        a.metadata.insert("model_sha256".into(), model.lm.sha256().into());
+        a.metadata.insert("layer".into(), layer.to_string());
+        a.metadata.insert("input".into(), model.input_signature());
+        a.metadata.insert("data_hash".into(), study.data(domain).data_hash.clone());
+        a.write(&path(layer), Precision::F16)?;
+        out.insert(layer, a);
+    }
+    Ok(out)
+}
+
+/// `$PSTAT_HOME/activations`, beside the model cache (`$PSTAT_HOME/models`).
+fn cache_dir() -> anyhow::Result<PathBuf> {
+    let models = pstat_lm::registry::Cache::from_env()?;
+    Ok(models.dir().parent().unwrap_or(models.dir()).join("activations"))
+}

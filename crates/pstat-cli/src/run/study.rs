@@ -1,0 +1,167 @@
+//! What every stage of a run shares: the config, the output folder, the data of each domain
+//! and its saved split, the conditions, and the seeded subsamples a `--quick` run uses.
+
+use super::config::RunConfig;
+use anyhow::Context;
+use pstat_data::artifact::{Manifest, write_json_atomic};
+use pstat_data::split::exclusive_split;
+use pstat_data::{ConditionSet, DataRoot, Dataset, Domain, Kind, SplitAssignment, load_domain};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub struct Study {
+    pub config: RunConfig,
+    pub config_hash: String,
+    pub out: PathBuf,
+    pub conditions: ConditionSet,
+    pub datasets: BTreeMap<Domain, Dataset>,
+    pub splits: BTreeMap<Domain, SplitAssignment>,
+}
+
+impl Study {
+    /// Load the data, and build or reuse the split of every domain of the config.
+    pub fn open(config: RunConfig, out: &Path) -> anyhow::Result<Self> {
+        let root = DataRoot::open(config.data.as_deref().map(Path::new))?;
+        let conditions = config.conditions()?;
+        let config_hash = config.hash();
+        let mut datasets = BTreeMap::new();
+        let mut splits = BTreeMap::new();
+        // Every domain is loaded: the behavioral Noise context draws from the other domains.
+        for domain in Domain::ALL {
+            let data = load_domain(&root, domain)?;
+            let path = out.join("splits").join(format!("{domain}.json"));
+            let split = match read_split(&path)? {
+                Some(split) if split.check_matches(&data).is_ok() && split.config == config.split_config() => split,
+                _ => {
+                    let split = exclusive_split(&data, config.split_config())?;
+                    write_json_atomic(&path, &split).with_context(|| format!("writing {}", path.display()))?;
+                    Manifest::new(format!("split {domain}"), &config_hash, &data.data_hash, config.seed)
+                        .write_beside(&path)?;
+                    split
+                }
+            };
+            datasets.insert(domain, data);
+            splits.insert(domain, split);
+        }
+        Ok(Study {
+            config,
+            config_hash,
+            out: out.to_path_buf(),
+            conditions,
+            datasets,
+            splits,
+        })
+    }
+
+    pub fn data(&self, domain: Domain) -> &Dataset {
+        &self.datasets[&domain]
+    }
+
+    pub fn split(&self, domain: Domain) -> &SplitAssignment {
+        &self.splits[&domain]
+    }
+
+    /// Seed for one named purpose, derived from the run seed so that every random choice of a
+    /// run follows from the config.
+    pub fn seed_for(&self, purpose: &str) -> u64 {
+        let digest = pstat_data::artifact::sha256_hex(format!("{}:{purpose}", self.config.seed).as_bytes());
+        u64::from_str_radix(&digest[..16], 16).expect("hex digest")
+    }
+
+    /// Training statements used in this run: the whole training split, or (with
+    /// `train_limit`) a seeded sample stratified by kind.
+    pub fn train_ids(&self, domain: Domain) -> Vec<String> {
+        let split = self.split(domain);
+        match self.config.train_limit {
+            None => split.train.clone(),
+            Some(limit) => self.stratified(domain, &split.train, limit, "train"),
+        }
+    }
+
+    /// Held-out True test statements: R and E are computed over these.
+    pub fn held_out_true(&self, domain: Domain) -> Vec<String> {
+        let data = self.data(domain);
+        let kind: BTreeMap<&str, Kind> = data.statements.iter().map(|s| (s.id.as_str(), s.kind)).collect();
+        let mut ids: Vec<String> = self
+            .split(domain)
+            .test
+            .iter()
+            .filter(|id| kind[id.as_str()] == Kind::True)
+            .cloned()
+            .collect();
+        if let Some(limit) = self.config.test_limit.filter(|l| *l < ids.len()) {
+            ids.shuffle(&mut ChaCha8Rng::seed_from_u64(self.seed_for(&format!("test-limit:{domain}"))));
+            ids.truncate(limit);
+            ids.sort_by_key(|id| data.statements.iter().position(|s| &s.id == id));
+        }
+        ids
+    }
+
+    /// Up to `limit` training statements, stratified by kind (veracity-layer selection).
+    pub fn stratified_train(&self, domain: Domain, limit: usize) -> Vec<String> {
+        self.stratified(domain, &self.train_ids(domain), limit, "selection-train")
+    }
+
+    /// Calibration statements used for veracity-layer selection (at most `limit`, seeded).
+    pub fn calibration_ids(&self, domain: Domain, limit: usize) -> Vec<String> {
+        self.stratified(domain, &self.split(domain).calibration, limit, "calibration")
+    }
+
+    /// Up to `limit` of `ids`, an equal share per kind where possible, in dataset order.
+    fn stratified(&self, domain: Domain, ids: &[String], limit: usize, purpose: &str) -> Vec<String> {
+        if ids.len() <= limit {
+            return ids.to_vec();
+        }
+        let data = self.data(domain);
+        let position: BTreeMap<&str, (usize, Kind)> =
+            data.statements.iter().enumerate().map(|(i, s)| (s.id.as_str(), (i, s.kind))).collect();
+        let mut by_kind: BTreeMap<Kind, Vec<&String>> = BTreeMap::new();
+        for id in ids {
+            by_kind.entry(position[id.as_str()].1).or_default().push(id);
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed_for(&format!("{purpose}:{domain}")));
+        for group in by_kind.values_mut() {
+            group.shuffle(&mut rng);
+        }
+        // Round-robin over kinds so small kinds keep all their members.
+        let mut chosen = Vec::with_capacity(limit);
+        let mut round = 0;
+        while chosen.len() < limit {
+            let before = chosen.len();
+            for group in by_kind.values() {
+                if chosen.len() < limit
+                    && let Some(id) = group.get(round)
+                {
+                    chosen.push((*id).clone());
+                }
+            }
+            if chosen.len() == before {
+                break;
+            }
+            round += 1;
+        }
+        chosen.sort_by_key(|id| position[id.as_str()].0);
+        chosen
+    }
+
+    /// sha256 over the data hashes of the run's domains (identifies the data of a table).
+    pub fn data_hash(&self) -> String {
+        let joined: Vec<&str> = self.config.domains.iter().map(|d| self.data(*d).data_hash.as_str()).collect();
+        pstat_data::artifact::sha256_hex(joined.join("\n").as_bytes())
+    }
+
+    pub fn manifest(&self, artifact: impl Into<String>, domain: Domain) -> Manifest {
+        Manifest::new(artifact, &self.config_hash, &self.data(domain).data_hash, self.config.seed)
+    }
+}
+
+fn read_split(path: &Path) -> anyhow::Result<Option<SplitAssignment>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(serde_json::from_str(&text).ok())
+}
