@@ -34,19 +34,17 @@ def main():
     tokens = 0
     for ids in work["statements"]:
         llm.reset()
-        llm._ctx.kv_cache_clear()
         llm.eval(ids)
         tokens += len(ids)
     prefill = tokens / (time.perf_counter() - start)
 
     start = time.perf_counter()
     llm.reset()
-    llm._ctx.kv_cache_clear()
     llm.eval(work["prefix"])
     p = len(work["prefix"])
     tokens = 0
     for ids in work["suffixes"]:
-        llm._ctx.kv_cache_seq_rm(-1, p, -1)
+        # eval() trims the KV cache to n_tokens before decoding: back to the prefix.
         llm.n_tokens = p
         llm.eval(ids)
         tokens += len(ids)
