@@ -18,6 +18,11 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
 
+/// Largest top-n asked for by default: more than any embedded model's vocabulary (Gemma 3 has
+/// 262,144 tokens), so an option token always comes back where the server allows it. A
+/// letter without its leading space can rank beyond the top thousand.
+const MAX_TOP_N: usize = 300_000;
+
 /// Which request/response shape the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerApi {
@@ -39,9 +44,9 @@ pub struct ServerScorer {
     model: Option<String>,
     options: OptionTokens,
     agent: ureq::Agent,
-    /// Top log-probabilities asked for; grows when an option was missing, and stays grown.
+    /// Top log-probabilities asked for; grows tenfold when an option was missing (up to
+    /// [`MAX_TOP_N`]), and stays grown for later prompts.
     top_n: usize,
-    max_top_n: usize,
 }
 
 impl ServerScorer {
@@ -77,19 +82,7 @@ impl ServerScorer {
             options,
             agent,
             top_n: 20,
-            max_top_n: 1000,
         })
-    }
-
-    pub fn api(&self) -> ServerApi {
-        self.api
-    }
-
-    /// Caps how many top log-probabilities may be requested before a missing option fails.
-    pub fn with_max_top_n(mut self, max_top_n: usize) -> Self {
-        self.max_top_n = max_top_n.max(1);
-        self.top_n = self.top_n.min(self.max_top_n);
-        self
     }
 
     fn error(&self, message: impl Into<String>) -> PromptError {
@@ -169,7 +162,7 @@ impl ServerScorer {
             let reply = self.request(text, tokens, self.top_n)?;
             match self.read(&reply)? {
                 Ok(p) => return Ok(OptionProbs::from_probs(p)),
-                Err((id, piece)) if self.top_n >= self.max_top_n => {
+                Err((id, piece)) if self.top_n >= MAX_TOP_N => {
                     return Err(PromptError::MissingOption {
                         url: self.url.clone(),
                         id,
@@ -177,7 +170,7 @@ impl ServerScorer {
                         top_n: self.top_n,
                     });
                 }
-                Err(_) => self.top_n = (self.top_n * 5).min(self.max_top_n),
+                Err(_) => self.top_n = (self.top_n * 10).min(MAX_TOP_N),
             }
         }
     }
