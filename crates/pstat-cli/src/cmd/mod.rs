@@ -2,7 +2,9 @@
 pub mod cluster;
 pub mod data;
 pub mod generate;
+pub mod hidden;
 pub mod models;
 pub mod report;
 pub mod sawmil;
+pub mod score;
 pub mod tokenize;
