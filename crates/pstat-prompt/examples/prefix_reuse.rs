@@ -1,5 +1,7 @@
 //! Benchmark: scoring a unit's statements against the shared prefix's KV cache (context and
-//! question header computed once) versus recomputing every full prompt, at K = 100.
+//! question header computed once) versus recomputing every full prompt, at K = 100. The
+//! context is the Noise condition's (True statements of the other domains, which every domain
+//! has enough of).
 //!
 //! cargo run -p pstat-prompt --release --example prefix_reuse -- [MODEL] [N] [chat|plain]
 //! (defaults: smollm2-135m-instruct, 32 held-out True city statements, chat for chat models).
@@ -41,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         allow_fewer: false,
     };
     let conditions = ConditionSet::paper();
-    let context = pool.draw(&spec, conditions.get("fictional")?, Draw::Main)?;
+    let context = pool.draw(&spec, conditions.get("noise")?, Draw::Main)?;
     let lines: Vec<&str> = context.texts.iter().map(String::as_str).collect();
     let texts = datasets[0]
         .statements
@@ -72,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .count();
 
     println!(
-        "{model} ({format}), K = 100 Fictional context, {} statements, {} tokens per prompt on average, shared prefix {} tokens",
+        "{model} ({format}), K = 100 Noise context, {} statements, {} tokens per prompt on average, shared prefix {} tokens",
         reused.len(),
         tokens / reused.len().max(1),
         reused.shared
