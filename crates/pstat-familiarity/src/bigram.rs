@@ -192,6 +192,24 @@ pub fn nearest_kinds_report(distances: &[DistanceRow]) -> String {
     out
 }
 
+/// Write `bigram_rank_frequency.csv` and `bigram_distances.csv` into `dir` (atomically) and
+/// return the distances.
+pub fn write_tables(
+    datasets: &[Dataset],
+    dir: &std::path::Path,
+) -> std::io::Result<Vec<DistanceRow>> {
+    let curves = bigram_rank_frequency(datasets);
+    let distances = bigram_js_distances(datasets);
+    for (name, text) in [
+        ("bigram_rank_frequency.csv", to_csv(&curves)),
+        ("bigram_distances.csv", to_csv(&distances)),
+    ] {
+        let text = text.map_err(std::io::Error::other)?;
+        pstat_data::artifact::write_atomic(&dir.join(name), text.as_bytes())?;
+    }
+    Ok(distances)
+}
+
 /// Serialize rows as CSV with a header.
 pub fn to_csv<T: Serialize>(rows: &[T]) -> Result<String, csv::Error> {
     let mut writer = csv::Writer::from_writer(Vec::new());

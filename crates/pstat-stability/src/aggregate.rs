@@ -27,7 +27,15 @@ pub struct AggregateRow {
 /// baseline, format, condition). Rows of resample/shuffle controls are left out; a model
 /// whose rate is undefined does not count towards that rate.
 pub fn aggregate_across_models(rows: &[StabilityRow]) -> Vec<AggregateRow> {
-    type Key = (String, String, String, Option<usize>, Option<String>, Option<String>, String);
+    type Key = (
+        String,
+        String,
+        String,
+        Option<usize>,
+        Option<String>,
+        Option<String>,
+        String,
+    );
     let mut groups: BTreeMap<Key, Vec<&StabilityRow>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.resample.is_none()) {
         let key = (
@@ -43,35 +51,45 @@ pub fn aggregate_across_models(rows: &[StabilityRow]) -> Vec<AggregateRow> {
     }
     groups
         .into_iter()
-        .map(|((domain, instantiation, probe, k, baseline, format, condition), members)| {
-            let quartiles = |get: fn(&StabilityRow) -> Option<f64>| {
-                let mut v: Vec<f64> = members.iter().filter_map(|r| get(r)).collect();
-                v.sort_by(f64::total_cmp);
-                if v.is_empty() {
-                    (None, None, None)
-                } else {
-                    (Some(percentile(&v, 0.5)), Some(percentile(&v, 0.25)), Some(percentile(&v, 0.75)))
+        .map(
+            |((domain, instantiation, probe, k, baseline, format, condition), members)| {
+                let quartiles = |get: fn(&StabilityRow) -> Option<f64>| {
+                    let mut v: Vec<f64> = members.iter().filter_map(|r| get(r)).collect();
+                    v.sort_by(f64::total_cmp);
+                    if v.is_empty() {
+                        (None, None, None)
+                    } else {
+                        (
+                            Some(percentile(&v, 0.5)),
+                            Some(percentile(&v, 0.25)),
+                            Some(percentile(&v, 0.75)),
+                        )
+                    }
+                };
+                let (rm, rq1, rq3) = quartiles(|r| r.retraction_rate);
+                let (em, eq1, eq3) = quartiles(|r| r.expansion_rate);
+                AggregateRow {
+                    domain,
+                    instantiation,
+                    probe,
+                    k,
+                    baseline,
+                    format,
+                    condition,
+                    n_models: members
+                        .iter()
+                        .map(|r| &r.model)
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len(),
+                    retraction_rate_median: rm,
+                    retraction_rate_q1: rq1,
+                    retraction_rate_q3: rq3,
+                    expansion_rate_median: em,
+                    expansion_rate_q1: eq1,
+                    expansion_rate_q3: eq3,
                 }
-            };
-            let (rm, rq1, rq3) = quartiles(|r| r.retraction_rate);
-            let (em, eq1, eq3) = quartiles(|r| r.expansion_rate);
-            AggregateRow {
-                domain,
-                instantiation,
-                probe,
-                k,
-                baseline,
-                format,
-                condition,
-                n_models: members.iter().map(|r| &r.model).collect::<std::collections::BTreeSet<_>>().len(),
-                retraction_rate_median: rm,
-                retraction_rate_q1: rq1,
-                retraction_rate_q3: rq3,
-                expansion_rate_median: em,
-                expansion_rate_q1: eq1,
-                expansion_rate_q3: eq3,
-            }
-        })
+            },
+        )
         .collect()
 }
 
@@ -107,7 +125,11 @@ mod tests {
         let rows: Vec<StabilityRow> = [Some(0.1), Some(0.3), Some(0.2), None]
             .iter()
             .enumerate()
-            .map(|(i, r)| StabilityRow { model: format!("m{i}"), retraction_rate: *r, ..base.clone() })
+            .map(|(i, r)| StabilityRow {
+                model: format!("m{i}"),
+                retraction_rate: *r,
+                ..base.clone()
+            })
             .collect();
         let agg = aggregate_across_models(&rows);
         assert_eq!(agg.len(), 1);

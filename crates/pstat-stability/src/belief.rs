@@ -58,10 +58,12 @@ pub fn compare(
         return Err(StabilityError::NoHeldOut);
     }
     let get = |j: &Judgments, which: &'static str, id: &String| {
-        j.get(id).copied().ok_or_else(|| StabilityError::MissingJudgment {
-            which,
-            id: id.clone(),
-        })
+        j.get(id)
+            .copied()
+            .ok_or_else(|| StabilityError::MissingJudgment {
+                which,
+                id: id.clone(),
+            })
     };
     Ok(BeliefComparison {
         held_out: held_out_true.to_vec(),
@@ -210,8 +212,22 @@ mod tests {
     fn hand_computed_retractions_and_expansions() {
         // s1..s4 believed at baseline, s5..s6 not. Under Θ: s2, s3 retracted; s6 expanded.
         let ids: Vec<String> = (1..=6).map(|i| format!("s{i}")).collect();
-        let base = judgments(&[("s1", true), ("s2", true), ("s3", true), ("s4", true), ("s5", false), ("s6", false)]);
-        let pert = judgments(&[("s1", true), ("s2", false), ("s3", false), ("s4", true), ("s5", false), ("s6", true)]);
+        let base = judgments(&[
+            ("s1", true),
+            ("s2", true),
+            ("s3", true),
+            ("s4", true),
+            ("s5", false),
+            ("s6", false),
+        ]);
+        let pert = judgments(&[
+            ("s1", true),
+            ("s2", false),
+            ("s3", false),
+            ("s4", true),
+            ("s5", false),
+            ("s6", true),
+        ]);
         let cmp = compare(&ids, &base, &pert).unwrap();
         assert_eq!(cmp.retractions(), ["s2", "s3"]);
         assert_eq!(cmp.expansions(), ["s6"]);
@@ -221,7 +237,11 @@ mod tests {
         assert_eq!(e.value, Some(0.5));
         let (lo, hi) = (r.lo.unwrap(), r.hi.unwrap());
         assert!(lo <= 0.5 && 0.5 <= hi && lo >= 0.0 && hi <= 1.0);
-        assert_eq!(cmp.rates(Bootstrap::default()), (r, e), "seeded bootstrap is deterministic");
+        assert_eq!(
+            cmp.rates(Bootstrap::default()),
+            (r, e),
+            "seeded bootstrap is deterministic"
+        );
     }
 
     #[test]
@@ -231,14 +251,24 @@ mod tests {
         let cmp = compare(&ids, &all_true, &all_true).unwrap();
         let (r, e) = cmp.rates(Bootstrap::default());
         assert_eq!(r.value, Some(0.0));
-        assert_eq!(e, Rate::default(), "no baseline Not True statements: ρ_E undefined");
+        assert_eq!(
+            e,
+            Rate::default(),
+            "no baseline Not True statements: ρ_E undefined"
+        );
     }
 
     #[test]
     fn missing_judgment_is_an_error() {
         let ids = vec!["a".to_string()];
         let err = compare(&ids, &judgments(&[("a", true)]), &Judgments::new()).unwrap_err();
-        assert!(err.to_string().contains("perturbed judgment for held-out statement `a`"));
-        assert!(matches!(compare(&[], &Judgments::new(), &Judgments::new()), Err(StabilityError::NoHeldOut)));
+        assert!(
+            err.to_string()
+                .contains("perturbed judgment for held-out statement `a`")
+        );
+        assert!(matches!(
+            compare(&[], &Judgments::new(), &Judgments::new()),
+            Err(StabilityError::NoHeldOut)
+        ));
     }
 }

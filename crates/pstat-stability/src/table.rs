@@ -123,7 +123,9 @@ pub fn write_csv(path: &Path, rows: &[StabilityRow]) -> std::io::Result<()> {
     for row in rows {
         writer.serialize(row).map_err(std::io::Error::other)?;
     }
-    let bytes = writer.into_inner().map_err(|e| std::io::Error::other(e.to_string()))?;
+    let bytes = writer
+        .into_inner()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     write_atomic(path, &bytes)
 }
 
@@ -132,7 +134,8 @@ pub fn write_json(path: &Path, rows: &[StabilityRow]) -> std::io::Result<()> {
 }
 
 pub fn read_csv(path: &Path) -> Result<Vec<StabilityRow>, String> {
-    let mut reader = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut reader =
+        csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
     reader
         .deserialize()
         .enumerate()
@@ -189,20 +192,38 @@ mod tests {
     fn csv_has_paper_columns_empty_cells_and_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("stability.csv");
-        let rows = vec![row("noise", &[true, true, false], &[false, true, false]), row("fictional", &[true, true], &[true, true])];
+        let rows = vec![
+            row("noise", &[true, true, false], &[false, true, false]),
+            row("fictional", &[true, true], &[true, true]),
+        ];
         write_csv(&path, &rows).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let mut lines = text.lines();
         assert_eq!(lines.next().unwrap(), COLUMNS.join(","));
         // k, baseline, format, resample do not apply; ρ_E is undefined for the second row.
-        assert!(lines.nth(1).unwrap().contains(",0,0,0.0,0.0,0.0,,,,small_baseline"), "{text}");
+        assert!(
+            lines
+                .nth(1)
+                .unwrap()
+                .contains(",0,0,0.0,0.0,0.0,,,,small_baseline"),
+            "{text}"
+        );
         assert_eq!(read_csv(&path).unwrap(), rows);
     }
 
     #[test]
     fn upsert_replaces_rows_with_the_same_key() {
-        let mut rows = vec![row("noise", &[true], &[true]), row("fictional", &[true], &[true])];
-        upsert(&mut rows, [row("noise", &[true], &[false]), row("synthetic_tf", &[true], &[true])]);
+        let mut rows = vec![
+            row("noise", &[true], &[true]),
+            row("fictional", &[true], &[true]),
+        ];
+        upsert(
+            &mut rows,
+            [
+                row("noise", &[true], &[false]),
+                row("synthetic_tf", &[true], &[true]),
+            ],
+        );
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[0].retractions, 1);
         assert_eq!(rows[2].condition, "synthetic_tf");

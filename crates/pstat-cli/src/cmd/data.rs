@@ -66,10 +66,20 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
             data,
         } => {
             let root = data.root()?;
-            let domains = if domains.is_empty() { Domain::ALL.to_vec() } else { domains };
+            let domains = if domains.is_empty() {
+                Domain::ALL.to_vec()
+            } else {
+                domains
+            };
             for domain in domains {
                 let dataset = load_domain(&root, domain)?;
-                let split = exclusive_split(&dataset, SplitConfig { seed, ..SplitConfig::default() })?;
+                let split = exclusive_split(
+                    &dataset,
+                    SplitConfig {
+                        seed,
+                        ..SplitConfig::default()
+                    },
+                )?;
                 let path = out.join(format!("{domain}.json"));
                 pstat_data::artifact::write_json_atomic(&path, &split)
                     .with_context(|| format!("writing {}", path.display()))?;

@@ -97,23 +97,10 @@ pub fn run(command: GenerateCommand) -> anyhow::Result<()> {
         }
         GenerateCommand::Bigrams { out, data } => {
             let datasets = load_all(&data.root()?)?;
-            let curves = pstat_familiarity::bigram::bigram_rank_frequency(&datasets);
-            let distances = pstat_familiarity::bigram::bigram_js_distances(&datasets);
-            for (name, text) in [
-                (
-                    "bigram_rank_frequency.csv",
-                    pstat_familiarity::bigram::to_csv(&curves)?,
-                ),
-                (
-                    "bigram_distances.csv",
-                    pstat_familiarity::bigram::to_csv(&distances)?,
-                ),
-            ] {
-                let path = out.join(name);
-                write_atomic(&path, text.as_bytes())
-                    .with_context(|| format!("writing {}", path.display()))?;
-                println!("{}", path.display());
-            }
+            let distances = pstat_familiarity::bigram::write_tables(&datasets, &out)
+                .with_context(|| format!("writing bigram tables into {}", out.display()))?;
+            println!("{}", out.join("bigram_rank_frequency.csv").display());
+            println!("{}", out.join("bigram_distances.csv").display());
             print!(
                 "{}",
                 pstat_familiarity::bigram::nearest_kinds_report(&distances)

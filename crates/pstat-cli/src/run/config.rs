@@ -174,10 +174,13 @@ impl Default for Clustering {
 
 impl RunConfig {
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let config: RunConfig =
-            toml::from_str(&text).with_context(|| format!("{}: invalid run config", path.display()))?;
-        config.validate().with_context(|| format!("{}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let config: RunConfig = toml::from_str(&text)
+            .with_context(|| format!("{}: invalid run config", path.display()))?;
+        config
+            .validate()
+            .with_context(|| format!("{}", path.display()))?;
         Ok(config)
     }
 
@@ -210,7 +213,9 @@ impl RunConfig {
         }
         for p in &self.representational.probes {
             if p != "sawmil" && p != "mass_mean" {
-                bail!("representational.probes: unknown probe `{p}` (expected sawmil or mass_mean)");
+                bail!(
+                    "representational.probes: unknown probe `{p}` (expected sawmil or mass_mean)"
+                );
             }
         }
         for b in &self.behavioral.baselines {
@@ -281,7 +286,11 @@ mod tests {
         let c: RunConfig = toml::from_str(text).unwrap();
         c.validate().unwrap();
         assert_eq!(c.conditions().unwrap().names().len(), 7);
-        assert_eq!(c.behavioral.baselines, ["empty", "true"], "unset fields keep defaults");
+        assert_eq!(
+            c.behavioral.baselines,
+            ["empty", "true"],
+            "unset fields keep defaults"
+        );
         assert_ne!(c.hash(), RunConfig::default().hash());
     }
 

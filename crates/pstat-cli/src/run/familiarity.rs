@@ -37,8 +37,16 @@ const TABLE_KINDS: [(&str, &[Kind]); 7] = [
     ("synthetic_fi", &[Kind::SyntheticFi]),
 ];
 
-pub fn object_token_table(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result<Vec<FamiliarityRow>> {
-    let path = study.out.join(&model.name).join(domain.as_str()).join("familiarity.json");
+pub fn object_token_table(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+) -> anyhow::Result<Vec<FamiliarityRow>> {
+    let path = study
+        .out
+        .join(&model.name)
+        .join(domain.as_str())
+        .join("familiarity.json");
     if let Some(rows) = read_json::<Vec<FamiliarityRow>>(&path)? {
         return Ok(rows);
     }
@@ -46,7 +54,14 @@ pub fn object_token_table(study: &Study, model: &LoadedModel, domain: Domain) ->
     let n = study.config.familiarity.statements_per_kind;
     let mut rng = ChaCha8Rng::seed_from_u64(study.seed_for(&format!("familiarity:{domain}")));
     let mut sample: Vec<&Statement> = Vec::new();
-    for kind in [Kind::True, Kind::False, Kind::FictionalT, Kind::FictionalF, Kind::SyntheticTf, Kind::SyntheticFi] {
+    for kind in [
+        Kind::True,
+        Kind::False,
+        Kind::FictionalT,
+        Kind::FictionalF,
+        Kind::SyntheticTf,
+        Kind::SyntheticFi,
+    ] {
         let mut group: Vec<&Statement> = data.of_kind(kind).collect();
         group.shuffle(&mut rng);
         sample.extend(group.into_iter().take(n));
@@ -55,14 +70,21 @@ pub fn object_token_table(study: &Study, model: &LoadedModel, domain: Domain) ->
         .iter()
         .map(|s| model.encoder.encode_plain_with_offsets(&s.text))
         .collect::<Result<_, _>>()?;
-    let pb = bar(sample.len() as u64, &format!("{} {domain} object-token probabilities", model.name));
+    let pb = bar(
+        sample.len() as u64,
+        &format!("{} {domain} object-token probabilities", model.name),
+    );
     let mut per_statement = Vec::with_capacity(sample.len());
     for (chunk_s, chunk_e) in sample.chunks(64).zip(encoded.chunks(64)) {
-        let ids: Vec<Vec<u32>> = chunk_e.iter().map(|e| e.iter().map(|t| t.0).collect()).collect();
+        let ids: Vec<Vec<u32>> = chunk_e
+            .iter()
+            .map(|e| e.iter().map(|t| t.0).collect())
+            .collect();
         let probs = model.lm.token_probabilities(&ids)?;
         for ((s, e), p) in chunk_s.iter().zip(chunk_e).zip(&probs) {
             let spans: Vec<_> = e.iter().map(|t| t.1.clone()).collect();
-            let objects = object_token_indices(&spans, &entity_spans(&s.text, &s.subject, &s.object));
+            let objects =
+                object_token_indices(&spans, &entity_spans(&s.text, &s.subject, &s.object));
             per_statement.push(StatementFamiliarity {
                 id: s.id.clone(),
                 kind: s.kind,
@@ -78,9 +100,13 @@ pub fn object_token_table(study: &Study, model: &LoadedModel, domain: Domain) ->
     let rows: Vec<FamiliarityRow> = TABLE_KINDS
         .iter()
         .filter_map(|(name, kinds)| {
-            let values: Vec<f64> =
-                per_statement.iter().filter(|s| kinds.contains(&s.kind)).filter_map(|s| s.fam).collect();
-            let (mean, lo, hi) = mean_with_interval(&values, study.config.bootstrap_resamples, seed)?;
+            let values: Vec<f64> = per_statement
+                .iter()
+                .filter(|s| kinds.contains(&s.kind))
+                .filter_map(|s| s.fam)
+                .collect();
+            let (mean, lo, hi) =
+                mean_with_interval(&values, study.config.bootstrap_resamples, seed)?;
             Some(FamiliarityRow {
                 model: model.name.clone(),
                 domain: domain.to_string(),
@@ -104,8 +130,15 @@ pub fn distance_table(
     layer: usize,
     acts: &Activations,
 ) -> Vec<DistanceSummaryRow> {
-    let kind: HashMap<&str, Kind> = study.data(domain).statements.iter().map(|s| (s.id.as_str(), s.kind)).collect();
-    let mut rows: Vec<Vec<f32>> = (0..acts.len()).map(|i| acts.last_token(i).to_vec()).collect();
+    let kind: HashMap<&str, Kind> = study
+        .data(domain)
+        .statements
+        .iter()
+        .map(|s| (s.id.as_str(), s.kind))
+        .collect();
+    let mut rows: Vec<Vec<f32>> = (0..acts.len())
+        .map(|i| acts.last_token(i).to_vec())
+        .collect();
     standardize(&mut rows);
     let mut by_kind: BTreeMap<Kind, Vec<&[f32]>> = BTreeMap::new();
     for (i, id) in acts.statement_ids.iter().enumerate() {

@@ -2,6 +2,8 @@
 //! every unit of work writes its result atomically and is skipped when a rerun finds it, so an
 //! interrupted run loses at most the unit in flight.
 
+mod behavioral;
+mod clustering;
 mod config;
 mod familiarity;
 mod io;
@@ -60,30 +62,69 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 
     progress::stage("data and splits");
     let study = Study::open(config, &out)?;
+    let datasets: Vec<_> = study.datasets.values().cloned().collect();
+    pstat_familiarity::bigram::write_tables(&datasets, &out)
+        .context("writing the bigram tables")?;
     let mut tables = Tables::default();
     for name in &study.config.models {
         progress::stage(&format!("model {name}"));
-        let model = model::LoadedModel::load(name).with_context(|| format!("loading model `{name}`"))?;
+        let model =
+            model::LoadedModel::load(name).with_context(|| format!("loading model `{name}`"))?;
         for &domain in &study.config.domains {
             let cfg = &study.config;
+            let mut retractions = clustering::Retractions::default();
             if cfg.representational.enabled {
                 progress::stage(&format!("{} {domain}: representational", model.name));
                 let result = representational::run(&study, &model, domain)?;
                 tables.stability.extend(result.rows);
+                representational::collect_retractions(
+                    &study,
+                    &model,
+                    domain,
+                    result.layer_choice.veracity_layer,
+                    &mut retractions,
+                )?;
                 tables.layers.push(result.layer_choice);
+            }
+            if cfg.behavioral.enabled {
+                progress::stage(&format!("{} {domain}: behavioral", model.name));
+                let result = behavioral::run(&study, &model, domain, &mut retractions)?;
+                tables.stability.extend(result.stability);
+                tables.answers.extend(result.answers);
+                tables.resamples.extend(result.resamples);
             }
             if cfg.familiarity.enabled {
                 progress::stage(&format!("{} {domain}: familiarity", model.name));
-                tables.familiarity.extend(familiarity::object_token_table(&study, &model, domain)?);
-                if cfg.representational.enabled {
-                    let (layer, acts) = representational::veracity_activations(&study, &model, domain)?;
-                    tables.distances.extend(familiarity::distance_table(&study, &model, domain, layer, &acts));
+                tables
+                    .familiarity
+                    .extend(familiarity::object_token_table(&study, &model, domain)?);
+            }
+            // Distances and clusters read the veracity layer's activations.
+            if cfg.representational.enabled && (cfg.familiarity.enabled || cfg.clustering.enabled) {
+                let (layer, acts) = representational::veracity_activations(&study, &model, domain)?;
+                if cfg.familiarity.enabled {
+                    tables.distances.extend(familiarity::distance_table(
+                        &study, &model, domain, layer, &acts,
+                    ));
+                }
+                if cfg.clustering.enabled {
+                    progress::stage(&format!("{} {domain}: retraction clustering", model.name));
+                    let clusters = clustering::run(&study, &model, domain, &retractions, &acts)?;
+                    tables.clusters.extend(clusters.rows);
+                    tables.themes.extend(clusters.themes);
+                    tables.labeled.extend(clusters.labeled);
                 }
             }
         }
         tables.write(&study)?;
     }
     tables.write(&study)?;
+    progress::stage("report");
+    let report = pstat_report::build_report(&out)?;
+    for note in &report.notes {
+        eprintln!("note: {note}");
+    }
+    eprintln!("report: {}", out.join("report.html").display());
     Ok(())
 }
 
@@ -94,6 +135,11 @@ struct Tables {
     layers: Vec<representational::LayerChoice>,
     familiarity: Vec<pstat_familiarity::summary::FamiliarityRow>,
     distances: Vec<pstat_familiarity::summary::DistanceSummaryRow>,
+    answers: Vec<pstat_prompt::tables::AnswerRow>,
+    resamples: Vec<pstat_prompt::tables::ResampleRow>,
+    clusters: Vec<clustering::ClusterRow>,
+    themes: Vec<clustering::ThemeCsvRow>,
+    labeled: Vec<pstat_cluster::contrast::themes::LabeledCluster>,
 }
 
 impl Tables {
@@ -105,11 +151,38 @@ impl Tables {
         write_json_atomic(&out.join("layers.json"), &self.layers)?;
         io::write_csv(&out.join("familiarity.csv"), &self.familiarity)?;
         io::write_csv(&out.join("distances.csv"), &self.distances)?;
-        for path in ["stability.csv", "familiarity.csv", "distances.csv", "layers.json"] {
-            pstat_data::artifact::Manifest::new(path, &study.config_hash, &study.data_hash(), study.config.seed)
-                .write_beside(&out.join(path))?;
+        io::write_csv(&out.join("clusters.csv"), &self.clusters)?;
+        io::write_csv(&out.join("answers.csv"), &self.answers)?;
+        io::write_csv(&out.join("resamples.csv"), &self.resamples)?;
+        if !self.themes.is_empty() {
+            io::write_csv(&out.join("themes.csv"), &self.themes)?;
+            let themes = pstat_cluster::contrast::themes::tabulate_themes(&self.labeled);
+            write_json_atomic(&out.join("themes.json"), &themes)?;
         }
-        eprintln!("wrote {} ({} rows)", stability.display(), self.stability.len());
+        for path in [
+            "stability.csv",
+            "familiarity.csv",
+            "distances.csv",
+            "layers.json",
+            "clusters.csv",
+            "answers.csv",
+        ] {
+            if !out.join(path).exists() {
+                continue;
+            }
+            pstat_data::artifact::Manifest::new(
+                path,
+                &study.config_hash,
+                &study.data_hash(),
+                study.config.seed,
+            )
+            .write_beside(&out.join(path))?;
+        }
+        eprintln!(
+            "wrote {} ({} rows)",
+            stability.display(),
+            self.stability.len()
+        );
         Ok(())
     }
 }
@@ -130,10 +203,13 @@ fn guard_config(out: &std::path::Path, config: &RunConfig) -> anyhow::Result<()>
         return Ok(());
     }
     write_atomic(&path, text.as_bytes())?;
-    write_json_atomic(&out.join("manifest.json"), &serde_json::json!({
-        "pstat_version": env!("CARGO_PKG_VERSION"),
-        "config_hash": config.hash(),
-        "seed": config.seed,
-    }))?;
+    write_json_atomic(
+        &out.join("manifest.json"),
+        &serde_json::json!({
+            "pstat_version": env!("CARGO_PKG_VERSION"),
+            "config_hash": config.hash(),
+            "seed": config.seed,
+        }),
+    )?;
     Ok(())
 }

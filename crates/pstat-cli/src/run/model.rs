@@ -21,9 +21,10 @@ impl LoadedModel {
         let name = if pstat_lm::registry::find(name_or_path).is_some() {
             name_or_path.to_string()
         } else {
-            Path::new(name_or_path)
-                .file_stem()
-                .map_or_else(|| name_or_path.to_string(), |s| s.to_string_lossy().into_owned())
+            Path::new(name_or_path).file_stem().map_or_else(
+                || name_or_path.to_string(),
+                |s| s.to_string_lossy().into_owned(),
+            )
         };
         let lm = LanguageModel::load(&path)?;
         let encoder = StatementEncoder::for_model(&lm)?;
@@ -31,8 +32,16 @@ impl LoadedModel {
     }
 
     /// Token ids fed for each statement id (in the order given).
-    pub fn encode_statements(&self, data: &Dataset, ids: &[String]) -> anyhow::Result<Vec<Vec<u32>>> {
-        let text: HashMap<&str, &str> = data.statements.iter().map(|s| (s.id.as_str(), s.text.as_str())).collect();
+    pub fn encode_statements(
+        &self,
+        data: &Dataset,
+        ids: &[String],
+    ) -> anyhow::Result<Vec<Vec<u32>>> {
+        let text: HashMap<&str, &str> = data
+            .statements
+            .iter()
+            .map(|s| (s.id.as_str(), s.text.as_str()))
+            .collect();
         ids.iter()
             .map(|id| {
                 let text = text

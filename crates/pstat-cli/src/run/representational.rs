@@ -2,8 +2,9 @@
 //! (or reuse) the activations of layers l−2..l+2, retrain every probe under every Θ and judge
 //! the held-out True statements.
 
-use super::model::LoadedModel;
+use super::clustering::Retractions;
 use super::io::{read_json, write_jsonl};
+use super::model::LoadedModel;
 use super::progress::bar;
 use super::study::Study;
 use anyhow::{Context, bail};
@@ -39,8 +40,16 @@ pub struct RepresentationalResult {
     pub layer_choice: LayerChoice,
 }
 
-pub fn run(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result<RepresentationalResult> {
-    let dir = study.out.join(&model.name).join(domain.as_str()).join("representational");
+pub fn run(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+) -> anyhow::Result<RepresentationalResult> {
+    let dir = study
+        .out
+        .join(&model.name)
+        .join(domain.as_str())
+        .join("representational");
     let choice = veracity_layer(study, model, domain, &dir)?;
     let cfg = &study.config.representational;
     let layer_at = |offset: &i64| -> anyhow::Result<usize> {
@@ -57,7 +66,11 @@ pub fn run(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result
     };
     let mut units: Vec<(&str, usize)> = Vec::new();
     for probe in &cfg.probes {
-        let offsets = if probe == "mass_mean" { &cfg.mass_mean_layer_offsets } else { &cfg.layer_offsets };
+        let offsets = if probe == "mass_mean" {
+            &cfg.mass_mean_layer_offsets
+        } else {
+            &cfg.layer_offsets
+        };
         for offset in offsets {
             units.push((probe.as_str(), layer_at(offset)?));
         }
@@ -76,7 +89,15 @@ pub fn run(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result
         if activations.is_empty() {
             activations = extract_layers(study, model, domain, &layers)?;
         }
-        let unit_rows = probe_unit(study, model, domain, probe, layer, &activations[&layer], &unit)?;
+        let unit_rows = probe_unit(
+            study,
+            model,
+            domain,
+            probe,
+            layer,
+            &activations[&layer],
+            &unit,
+        )?;
         write_json_atomic(&rows_path, &unit_rows)?;
         study
             .manifest(format!("{probe} layer {layer} {domain}"), domain)
@@ -84,7 +105,63 @@ pub fn run(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result
             .write_beside(&rows_path)?;
         rows.extend(unit_rows);
     }
-    Ok(RepresentationalResult { rows, layer_choice: choice })
+    Ok(RepresentationalResult {
+        rows,
+        layer_choice: choice,
+    })
+}
+
+/// Record which held-out True statements each condition retracts at the veracity layer, for
+/// every probe of the run (read back from the judgment files).
+pub fn collect_retractions(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    layer: usize,
+    into: &mut Retractions,
+) -> anyhow::Result<()> {
+    let Some(baseline) = study.conditions.baseline() else {
+        return Ok(());
+    };
+    for probe in &study.config.representational.probes {
+        let unit = study
+            .out
+            .join(&model.name)
+            .join(domain.as_str())
+            .join("representational")
+            .join(probe)
+            .join(format!("layer_{layer:02}"));
+        let Some(base) = read_judgments(&unit.join(format!("{}.jsonl", baseline.name)))? else {
+            continue;
+        };
+        for condition in study.conditions.perturbations() {
+            if let Some(perturbed) =
+                read_judgments(&unit.join(format!("{}.jsonl", condition.name)))?
+            {
+                into.add(
+                    &format!("representational {probe} {}", condition.name),
+                    &base,
+                    &perturbed,
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read_judgments(path: &Path) -> anyhow::Result<Option<BTreeMap<String, bool>>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut out = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let j: ProbeJudgment = serde_json::from_str(line)
+            .with_context(|| format!("{}, line {}", path.display(), i + 1))?;
+        out.insert(j.id, j.judged_true);
+    }
+    Ok(Some(out))
 }
 
 /// The veracity layer and its activations (from the cache) for analyses that reuse them.
@@ -93,7 +170,11 @@ pub fn veracity_activations(
     model: &LoadedModel,
     domain: Domain,
 ) -> anyhow::Result<(usize, Activations)> {
-    let dir = study.out.join(&model.name).join(domain.as_str()).join("representational");
+    let dir = study
+        .out
+        .join(&model.name)
+        .join(domain.as_str())
+        .join("representational");
     let layer = veracity_layer(study, model, domain, &dir)?.veracity_layer;
     let mut acts = extract_layers(study, model, domain, &[layer])?;
     Ok((layer, acts.remove(&layer).expect("requested layer")))
@@ -115,12 +196,18 @@ fn probe_unit(
     let seed = study.seed_for(&format!("probe:{}:{domain}:{layer}", model.name));
     let training = ConditionTraining::new(study.data(domain), &split, acts, seed)?;
     let params: Box<dyn ProbeParams> = match probe {
-        "sawmil" => Box::new(SawMilParams { seed, ..SawMilParams::default() }),
+        "sawmil" => Box::new(SawMilParams {
+            seed,
+            ..SawMilParams::default()
+        }),
         _ => Box::new(MassMeanParams::default()),
     };
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
-    let pb = bar(conditions.len() as u64, &format!("{} {domain} {probe} layer {layer}", model.name));
+    let pb = bar(
+        conditions.len() as u64,
+        &format!("{} {domain} {probe} layer {layer}", model.name),
+    );
     let mut judgments: HashMap<String, Judgments> = HashMap::new();
     let mut failures = Vec::new();
     for condition in conditions {
@@ -131,7 +218,10 @@ fn probe_unit(
                 write_jsonl(&unit.join(format!("{}.jsonl", condition.name)), &judged)?;
                 judgments.insert(
                     condition.name.clone(),
-                    judged.into_iter().map(|j: ProbeJudgment| (j.id, j.judged_true)).collect(),
+                    judged
+                        .into_iter()
+                        .map(|j: ProbeJudgment| (j.id, j.judged_true))
+                        .collect(),
                 );
             }
             // A degenerate fit (w = 0 optimal) is recorded, not fatal: its rates stay undefined.
@@ -142,14 +232,28 @@ fn probe_unit(
     pb.finish_and_clear();
     if !failures.is_empty() {
         write_json_atomic(&unit.join("failures.json"), &failures)?;
-        eprintln!("warning: {} {domain} {probe} layer {layer}: {}", model.name, failures.join("; "));
+        eprintln!(
+            "warning: {} {domain} {probe} layer {layer}: {}",
+            model.name,
+            failures.join("; ")
+        );
     }
-    let Some(baseline) = study.conditions.baseline().and_then(|b| judgments.get(&b.name)) else {
-        bail!("{} {domain} {probe} layer {layer}: the baseline probe could not be fit", model.name);
+    let Some(baseline) = study
+        .conditions
+        .baseline()
+        .and_then(|b| judgments.get(&b.name))
+    else {
+        bail!(
+            "{} {domain} {probe} layer {layer}: the baseline probe could not be fit",
+            model.name
+        );
     };
     let bootstrap = Bootstrap {
         resamples: study.config.bootstrap_resamples,
-        seed: study.seed_for(&format!("bootstrap:{}:{domain}:{probe}:{layer}", model.name)),
+        seed: study.seed_for(&format!(
+            "bootstrap:{}:{domain}:{probe}:{layer}",
+            model.name
+        )),
     };
     let mut rows = Vec::new();
     for condition in study.conditions.perturbations() {
@@ -174,7 +278,12 @@ fn probe_unit(
 /// The layer that best separates True from Not True: a last-token Mass-Mean baseline probe fit
 /// on a stratified training sample, scored by AUC on a calibration sample. Candidates are the
 /// layers whose l−2..l+2 neighbourhood exists. Persisted; a fixed layer in the config wins.
-fn veracity_layer(study: &Study, model: &LoadedModel, domain: Domain, dir: &Path) -> anyhow::Result<LayerChoice> {
+fn veracity_layer(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    dir: &Path,
+) -> anyhow::Result<LayerChoice> {
     let path = dir.join("layers.json");
     if let Some(choice) = read_json::<LayerChoice>(&path)? {
         return Ok(choice);
@@ -182,7 +291,10 @@ fn veracity_layer(study: &Study, model: &LoadedModel, domain: Domain, dir: &Path
     let n_layers = model.lm.n_layers();
     let choice = if let Some(layer) = study.config.representational.veracity_layer {
         if layer == 0 || layer > n_layers {
-            bail!("representational.veracity_layer = {layer} is outside 1..={n_layers} of {}", model.name);
+            bail!(
+                "representational.veracity_layer = {layer} is outside 1..={n_layers} of {}",
+                model.name
+            );
         }
         LayerChoice {
             model: model.name.clone(),
@@ -203,10 +315,18 @@ fn select_layer(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::R
     let train = study.stratified_train(domain, n);
     let cal = study.calibration_ids(domain, n);
     let data = study.data(domain);
-    let kind: HashMap<&str, Kind> = data.statements.iter().map(|s| (s.id.as_str(), s.kind)).collect();
+    let kind: HashMap<&str, Kind> = data
+        .statements
+        .iter()
+        .map(|s| (s.id.as_str(), s.kind))
+        .collect();
     let candidates: Vec<usize> = (3..=model.lm.n_layers().saturating_sub(2)).collect();
     if candidates.is_empty() {
-        bail!("{} has too few layers ({}) for a veracity layer with l±2 neighbours", model.name, model.lm.n_layers());
+        bail!(
+            "{} has too few layers ({}) for a veracity layer with l±2 neighbours",
+            model.name,
+            model.lm.n_layers()
+        );
     }
     let ids: Vec<String> = train.iter().chain(&cal).cloned().collect();
     let last_tokens = last_token_states(study, model, domain, &ids, &candidates)?;
@@ -215,7 +335,9 @@ fn select_layer(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::R
     let mut scores = Vec::new();
     for (c, &layer) in candidates.iter().enumerate() {
         let rows = |range: std::ops::Range<usize>| -> Vec<f32> {
-            range.flat_map(|i| last_tokens[i][c * hidden..(c + 1) * hidden].to_vec()).collect()
+            range
+                .flat_map(|i| last_tokens[i][c * hidden..(c + 1) * hidden].to_vec())
+                .collect()
         };
         let train_bags = Bags::new(hidden, rows(0..train.len()), (0..=train.len()).collect())?;
         let labels: Vec<i8> = train.iter().map(|id| label(id)).collect();
@@ -224,7 +346,10 @@ fn select_layer(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::R
         let cal_rows = rows(train.len()..ids.len());
         let cal_scores: Vec<f32> = cal_rows.chunks(hidden).map(|r| probe.score(r)).collect();
         let cal_labels: Vec<i8> = cal.iter().map(|id| label(id)).collect();
-        scores.push(LayerScore { layer, auc: auc(&cal_scores, &cal_labels) });
+        scores.push(LayerScore {
+            layer,
+            auc: auc(&cal_scores, &cal_labels),
+        });
     }
     let best = scores
         .iter()
@@ -257,11 +382,15 @@ fn last_token_states(
     ids: &[String],
     layers: &[usize],
 ) -> anyhow::Result<Vec<Vec<f32>>> {
-    let pb = bar(ids.len() as u64, &format!("{} {domain} layer selection", model.name));
+    let pb = bar(
+        ids.len() as u64,
+        &format!("{} {domain} layer selection", model.name),
+    );
     let mut out = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(64) {
         let tokens = model.encode_statements(study.data(domain), chunk)?;
-        let acts = pstat_lm::extract::extract(&model.lm, chunk, &tokens, layers, |n| pb.inc(n as u64))?;
+        let acts =
+            pstat_lm::extract::extract(&model.lm, chunk, &tokens, layers, |n| pb.inc(n as u64))?;
         for i in 0..chunk.len() {
             out.push(acts.iter().flat_map(|a| a.last_token(i).to_vec()).collect());
         }
@@ -300,15 +429,20 @@ fn extract_layers(
             .collect();
     }
     let tokens = model.encode_statements(study.data(domain), &ids)?;
-    let pb = bar(ids.len() as u64, &format!("{} {domain} activations", model.name));
+    let pb = bar(
+        ids.len() as u64,
+        &format!("{} {domain} activations", model.name),
+    );
     let acts = pstat_lm::extract::extract(&model.lm, &ids, &tokens, layers, |n| pb.inc(n as u64))?;
     pb.finish_and_clear();
     let mut out = BTreeMap::new();
     for (&layer, mut a) in layers.iter().zip(acts) {
-        a.metadata.insert("model_sha256".into(), model.lm.sha256().into());
+        a.metadata
+            .insert("model_sha256".into(), model.lm.sha256().into());
         a.metadata.insert("layer".into(), layer.to_string());
         a.metadata.insert("input".into(), model.input_signature());
-        a.metadata.insert("data_hash".into(), study.data(domain).data_hash.clone());
+        a.metadata
+            .insert("data_hash".into(), study.data(domain).data_hash.clone());
         a.write(&path(layer), Precision::F16)?;
         out.insert(layer, a);
     }
@@ -318,5 +452,9 @@ fn extract_layers(
 /// `$PSTAT_HOME/activations`, beside the model cache (`$PSTAT_HOME/models`).
 fn cache_dir() -> anyhow::Result<PathBuf> {
     let models = pstat_lm::registry::Cache::from_env()?;
-    Ok(models.dir().parent().unwrap_or(models.dir()).join("activations"))
+    Ok(models
+        .dir()
+        .parent()
+        .unwrap_or(models.dir())
+        .join("activations"))
 }

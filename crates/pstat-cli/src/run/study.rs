@@ -34,12 +34,23 @@ impl Study {
             let data = load_domain(&root, domain)?;
             let path = out.join("splits").join(format!("{domain}.json"));
             let split = match read_split(&path)? {
-                Some(split) if split.check_matches(&data).is_ok() && split.config == config.split_config() => split,
+                Some(split)
+                    if split.check_matches(&data).is_ok()
+                        && split.config == config.split_config() =>
+                {
+                    split
+                }
                 _ => {
                     let split = exclusive_split(&data, config.split_config())?;
-                    write_json_atomic(&path, &split).with_context(|| format!("writing {}", path.display()))?;
-                    Manifest::new(format!("split {domain}"), &config_hash, &data.data_hash, config.seed)
-                        .write_beside(&path)?;
+                    write_json_atomic(&path, &split)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    Manifest::new(
+                        format!("split {domain}"),
+                        &config_hash,
+                        &data.data_hash,
+                        config.seed,
+                    )
+                    .write_beside(&path)?;
                     split
                 }
             };
@@ -67,7 +78,8 @@ impl Study {
     /// Seed for one named purpose, derived from the run seed so that every random choice of a
     /// run follows from the config.
     pub fn seed_for(&self, purpose: &str) -> u64 {
-        let digest = pstat_data::artifact::sha256_hex(format!("{}:{purpose}", self.config.seed).as_bytes());
+        let digest =
+            pstat_data::artifact::sha256_hex(format!("{}:{purpose}", self.config.seed).as_bytes());
         u64::from_str_radix(&digest[..16], 16).expect("hex digest")
     }
 
@@ -84,7 +96,11 @@ impl Study {
     /// Held-out True test statements: R and E are computed over these.
     pub fn held_out_true(&self, domain: Domain) -> Vec<String> {
         let data = self.data(domain);
-        let kind: BTreeMap<&str, Kind> = data.statements.iter().map(|s| (s.id.as_str(), s.kind)).collect();
+        let kind: BTreeMap<&str, Kind> = data
+            .statements
+            .iter()
+            .map(|s| (s.id.as_str(), s.kind))
+            .collect();
         let mut ids: Vec<String> = self
             .split(domain)
             .test
@@ -93,7 +109,9 @@ impl Study {
             .cloned()
             .collect();
         if let Some(limit) = self.config.test_limit.filter(|l| *l < ids.len()) {
-            ids.shuffle(&mut ChaCha8Rng::seed_from_u64(self.seed_for(&format!("test-limit:{domain}"))));
+            ids.shuffle(&mut ChaCha8Rng::seed_from_u64(
+                self.seed_for(&format!("test-limit:{domain}")),
+            ));
             ids.truncate(limit);
             ids.sort_by_key(|id| data.statements.iter().position(|s| &s.id == id));
         }
@@ -107,17 +125,32 @@ impl Study {
 
     /// Calibration statements used for veracity-layer selection (at most `limit`, seeded).
     pub fn calibration_ids(&self, domain: Domain, limit: usize) -> Vec<String> {
-        self.stratified(domain, &self.split(domain).calibration, limit, "calibration")
+        self.stratified(
+            domain,
+            &self.split(domain).calibration,
+            limit,
+            "calibration",
+        )
     }
 
     /// Up to `limit` of `ids`, an equal share per kind where possible, in dataset order.
-    fn stratified(&self, domain: Domain, ids: &[String], limit: usize, purpose: &str) -> Vec<String> {
+    fn stratified(
+        &self,
+        domain: Domain,
+        ids: &[String],
+        limit: usize,
+        purpose: &str,
+    ) -> Vec<String> {
         if ids.len() <= limit {
             return ids.to_vec();
         }
         let data = self.data(domain);
-        let position: BTreeMap<&str, (usize, Kind)> =
-            data.statements.iter().enumerate().map(|(i, s)| (s.id.as_str(), (i, s.kind))).collect();
+        let position: BTreeMap<&str, (usize, Kind)> = data
+            .statements
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), (i, s.kind)))
+            .collect();
         let mut by_kind: BTreeMap<Kind, Vec<&String>> = BTreeMap::new();
         for id in ids {
             by_kind.entry(position[id.as_str()].1).or_default().push(id);
@@ -149,12 +182,22 @@ impl Study {
 
     /// sha256 over the data hashes of the run's domains (identifies the data of a table).
     pub fn data_hash(&self) -> String {
-        let joined: Vec<&str> = self.config.domains.iter().map(|d| self.data(*d).data_hash.as_str()).collect();
+        let joined: Vec<&str> = self
+            .config
+            .domains
+            .iter()
+            .map(|d| self.data(*d).data_hash.as_str())
+            .collect();
         pstat_data::artifact::sha256_hex(joined.join("\n").as_bytes())
     }
 
     pub fn manifest(&self, artifact: impl Into<String>, domain: Domain) -> Manifest {
-        Manifest::new(artifact, &self.config_hash, &self.data(domain).data_hash, self.config.seed)
+        Manifest::new(
+            artifact,
+            &self.config_hash,
+            &self.data(domain).data_hash,
+            self.config.seed,
+        )
     }
 }
 
@@ -162,6 +205,7 @@ fn read_split(path: &Path) -> anyhow::Result<Option<SplitAssignment>> {
     if !path.exists() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(serde_json::from_str(&text).ok())
 }

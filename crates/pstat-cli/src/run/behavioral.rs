@@ -1,0 +1,153 @@
+//! The behavioral stage per (model, domain): for each prompt format, context size K and
+//! baseline, every condition's belief context is drawn from the training split and the
+//! held-out True statements are asked the three-option question (pstat-prompt does the work;
+//! its units are resumable files under `<model>/<domain>/behavioral/`).
+
+use super::clustering::Retractions;
+use super::model::LoadedModel;
+use super::study::Study;
+use indicatif::ProgressBar;
+use pstat_data::{Dataset, Domain, SplitAssignment, Statement};
+use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
+use pstat_prompt::server::ServerScorer;
+use pstat_prompt::tables::{AnswerRow, ResampleRow};
+use pstat_prompt::{
+    BaselineContext, ContextSpec, Draw, OptionScorer, OptionTokens, Progress, PromptFormat,
+    StudySpec, TrainingPool, run_units, summarize,
+};
+use pstat_stability::{Bootstrap, StabilityRow};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Default)]
+pub struct BehavioralOutput {
+    pub stability: Vec<StabilityRow>,
+    pub answers: Vec<AnswerRow>,
+    pub resamples: Vec<ResampleRow>,
+}
+
+/// indicatif bars for pstat-prompt's units.
+struct Bars(Option<ProgressBar>);
+
+impl Progress for Bars {
+    fn start(&mut self, unit: &str, n: usize) {
+        let pb = super::progress::bar(n as u64, unit);
+        self.0 = Some(pb);
+    }
+    fn advance(&mut self, n: usize) {
+        if let Some(pb) = &self.0 {
+            pb.inc(n as u64);
+        }
+    }
+    fn finish(&mut self, _resumed: bool) {
+        if let Some(pb) = self.0.take() {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+pub fn run(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    retractions: &mut Retractions,
+) -> anyhow::Result<BehavioralOutput> {
+    let cfg = &study.config.behavioral;
+    let codec = EmbeddedCodec::open(model.lm.path())?;
+    let formats: Vec<PromptFormat> = cfg
+        .formats
+        .iter()
+        .map(|f| f.parse::<PromptFormat>().map_err(anyhow::Error::msg))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
+        .collect();
+    // A base model asked only for chat still gets its plain prompt.
+    let formats = if formats.is_empty() {
+        vec![PromptFormat::Plain]
+    } else {
+        formats
+    };
+    let datasets: Vec<Dataset> = study.datasets.values().cloned().collect();
+    let splits: Vec<SplitAssignment> = study.splits.values().cloned().collect();
+    let pool = TrainingPool::new(domain, &datasets, &splits)?;
+    let held_out = study.held_out_true(domain);
+    let by_id: BTreeMap<&str, &Statement> = study
+        .data(domain)
+        .statements
+        .iter()
+        .map(|s| (s.id.as_str(), s))
+        .collect();
+    let test: Vec<&Statement> = held_out.iter().map(|id| by_id[id.as_str()]).collect();
+    let options = OptionTokens::new(&codec)?;
+    let mut scorer: Box<dyn OptionScorer> = match &cfg.backend {
+        Some(url) => Box::new(ServerScorer::new(
+            url,
+            None,
+            options,
+            Duration::from_secs(600),
+        )?),
+        None => Box::new(EmbeddedScorer::new(&model.lm, options)),
+    };
+    let mut output = BehavioralOutput::default();
+    for &format in &formats {
+        for &k in &cfg.k {
+            for baseline in &cfg.baselines {
+                let baseline: BaselineContext = baseline.parse().map_err(anyhow::Error::msg)?;
+                let spec = StudySpec {
+                    model: model.name.clone(),
+                    domain,
+                    format,
+                    context: ContextSpec {
+                        k,
+                        baseline,
+                        seed: study.seed_for(&format!("contexts:{domain}")),
+                        allow_fewer: false,
+                    },
+                    resamples: cfg.resamples,
+                    shuffle_control: cfg.shuffle_control,
+                    dir: study
+                        .out
+                        .join(&model.name)
+                        .join(domain.as_str())
+                        .join("behavioral"),
+                };
+                let units = run_units(
+                    &spec,
+                    &study.conditions,
+                    &pool,
+                    &test,
+                    &codec,
+                    scorer.as_mut(),
+                    &mut Bars(None),
+                )?;
+                let bootstrap = Bootstrap {
+                    resamples: study.config.bootstrap_resamples,
+                    seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
+                };
+                let summary = summarize(&spec, &units, bootstrap)?;
+                if let Some((base, rest)) = units.split_first() {
+                    let beliefs = |u: &pstat_prompt::UnitResult| -> BTreeMap<String, bool> {
+                        u.judgments
+                            .iter()
+                            .map(|j| (j.id.clone(), j.judged_true))
+                            .collect()
+                    };
+                    let base_beliefs = beliefs(base);
+                    for unit in rest.iter().filter(|u| u.draw == Draw::Main) {
+                        let label = format!(
+                            "behavioral {format} k={k} {} {}",
+                            baseline.as_str(),
+                            unit.condition
+                        );
+                        retractions.add(&label, &base_beliefs, &beliefs(unit));
+                    }
+                }
+                output.stability.extend(summary.stability);
+                output.answers.extend(summary.answers);
+                output.resamples.extend(summary.resamples);
+            }
+        }
+    }
+    Ok(output)
+}

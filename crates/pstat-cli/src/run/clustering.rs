@@ -1,0 +1,275 @@
+//! Retraction clustering per (model, domain) (Section 4.5, Appendix I): statements retracted
+//! under at least one Θ in either instantiation, represented by their standardized mean over
+//! all fed tokens at the veracity layer, clustered by PCA → UMAP → HDBSCAN with Algorithm 1's
+//! selection; contrastive prompts per cluster, optionally labelled by an OpenAI-compatible
+//! chat endpoint.
+
+use super::io::read_json;
+use super::model::LoadedModel;
+use super::study::Study;
+use pstat_cluster::contrast::labeler::Labeler;
+use pstat_cluster::contrast::themes::LabeledCluster;
+use pstat_cluster::contrast::{
+    ClusterPrompt, PromptOptions, PromptPoint, build_prompts, prompts_markdown,
+};
+use pstat_cluster::{Grid, GridResult, Matrix, run_grid};
+use pstat_data::Domain;
+use pstat_data::activations::Activations;
+use pstat_data::artifact::{write_atomic, write_json_atomic};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Fewer retracted statements than this are not clustered (HDBSCAN needs a handful per cluster).
+const MIN_POINTS: usize = 8;
+
+/// Which conditions retract each held-out True statement, e.g. `representational sawmil
+/// synthetic_tf`, and which statements each instantiation believed at baseline.
+#[derive(Debug, Default)]
+pub struct Retractions {
+    pub types: BTreeMap<String, BTreeSet<String>>,
+    pub believed_at_baseline: BTreeSet<String>,
+}
+
+impl Retractions {
+    pub fn add(
+        &mut self,
+        label: &str,
+        baseline: &BTreeMap<String, bool>,
+        perturbed: &BTreeMap<String, bool>,
+    ) {
+        for (id, believed) in baseline {
+            if *believed {
+                self.believed_at_baseline.insert(id.clone());
+                if perturbed.get(id) == Some(&false) {
+                    self.types
+                        .entry(id.clone())
+                        .or_default()
+                        .insert(label.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// One row of `clusters.csv`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterRow {
+    pub model: String,
+    pub domain: String,
+    pub statement_id: String,
+    pub cluster: i32,
+}
+
+/// One row of `themes.csv`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThemeCsvRow {
+    pub model: String,
+    pub domain: String,
+    pub cluster: i32,
+    pub cluster_label: String,
+    pub shared_cluster_pattern: String,
+    pub retraction_hypothesis: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    ids: Vec<String>,
+    #[serde(flatten)]
+    result: GridResult,
+}
+
+pub struct ClusterOutput {
+    pub rows: Vec<ClusterRow>,
+    pub themes: Vec<ThemeCsvRow>,
+    pub labeled: Vec<LabeledCluster>,
+}
+
+pub fn run(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    retractions: &Retractions,
+    acts: &Activations,
+) -> anyhow::Result<ClusterOutput> {
+    let dir = study
+        .out
+        .join("clusters")
+        .join(&model.name)
+        .join(domain.as_str());
+    let held_out = study.held_out_true(domain);
+    let representation = standardized_means(acts, &held_out)?;
+    let retracted: Vec<String> = held_out
+        .iter()
+        .filter(|id| retractions.types.contains_key(*id))
+        .cloned()
+        .collect();
+    let mut output = ClusterOutput {
+        rows: Vec::new(),
+        themes: Vec::new(),
+        labeled: Vec::new(),
+    };
+    if retracted.len() < MIN_POINTS {
+        write_json_atomic(
+            &dir.join("skipped.json"),
+            &serde_json::json!({"retracted": retracted.len(), "reason": format!("fewer than {MIN_POINTS} retracted statements")}),
+        )?;
+        return Ok(output);
+    }
+    let result_path = dir.join("result.json");
+    let stored = match read_json::<Stored>(&result_path)? {
+        Some(stored) if stored.ids == retracted => stored,
+        _ => {
+            let dim = representation[&retracted[0]].len();
+            let flat: Vec<f64> = retracted
+                .iter()
+                .flat_map(|id| representation[id].clone())
+                .collect();
+            let x = Matrix::new(retracted.len(), dim, flat)?;
+            let result = run_grid(
+                &x,
+                &Grid::default(),
+                study.seed_for(&format!("cluster:{}:{domain}", model.name)),
+            );
+            let stored = Stored {
+                ids: retracted.clone(),
+                result,
+            };
+            write_json_atomic(&result_path, &stored)?;
+            study
+                .manifest(format!("clusters {} {domain}", model.name), domain)
+                .with_model(model.lm.sha256())
+                .write_beside(&result_path)?;
+            stored
+        }
+    };
+    let cluster_of: BTreeMap<&str, i32> = stored
+        .ids
+        .iter()
+        .map(String::as_str)
+        .zip(stored.result.labels.iter().copied())
+        .collect();
+    output.rows = stored
+        .ids
+        .iter()
+        .zip(&stored.result.labels)
+        .map(|(id, c)| ClusterRow {
+            model: model.name.clone(),
+            domain: domain.to_string(),
+            statement_id: id.clone(),
+            cluster: *c,
+        })
+        .collect();
+    let text: BTreeMap<&str, &str> = study
+        .data(domain)
+        .statements
+        .iter()
+        .map(|s| (s.id.as_str(), s.text.as_str()))
+        .collect();
+    let points: Vec<PromptPoint> = held_out
+        .iter()
+        .map(|id| {
+            let types = retractions.types.get(id);
+            PromptPoint {
+                id: id.clone(),
+                text: text[id.as_str()].to_string(),
+                retraction_count: types.map_or(0, |t| t.len()),
+                retraction_types: types.map_or_else(Vec::new, |t| t.iter().cloned().collect()),
+                believed_at_baseline: retractions.believed_at_baseline.contains(id),
+                cluster: cluster_of.get(id.as_str()).copied().filter(|c| *c >= 0),
+                representation: representation[id].clone(),
+            }
+        })
+        .collect();
+    let prompts = build_prompts(
+        domain.as_str(),
+        &model.name,
+        &points,
+        &PromptOptions::default(),
+    )?;
+    write_json_atomic(&dir.join("prompts.json"), &prompts)?;
+    write_atomic(
+        &dir.join("prompts.md"),
+        prompts_markdown(&prompts).as_bytes(),
+    )?;
+    if let Some(url) = &study.config.clustering.labeler {
+        label(study, model, domain, url, &prompts, &mut output)?;
+    }
+    Ok(output)
+}
+
+fn label(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    url: &str,
+    prompts: &[ClusterPrompt],
+    output: &mut ClusterOutput,
+) -> anyhow::Result<()> {
+    let dir = study
+        .out
+        .join("clusters")
+        .join(&model.name)
+        .join(domain.as_str());
+    let labeler = Labeler::new(url, "default", 3, Duration::from_secs(300));
+    for prompt in prompts {
+        let path = dir.join(format!("label_{}.json", prompt.cluster_id));
+        let outcome = match read_json(&path)? {
+            Some(label) => label,
+            None => {
+                let outcome = labeler.label(&prompt.prompt)?.label;
+                write_json_atomic(&path, &outcome)?;
+                outcome
+            }
+        };
+        output.themes.push(ThemeCsvRow {
+            model: model.name.clone(),
+            domain: domain.to_string(),
+            cluster: prompt.cluster_id,
+            cluster_label: outcome.cluster_label.clone(),
+            shared_cluster_pattern: outcome.shared_cluster_pattern.clone(),
+            retraction_hypothesis: outcome.retraction_hypothesis.clone(),
+        });
+        output.labeled.push(LabeledCluster {
+            model: model.name.clone(),
+            domain: domain.to_string(),
+            cluster_id: prompt.cluster_id,
+            n_retracted: prompt.n_retracted,
+            label: outcome,
+        });
+    }
+    Ok(())
+}
+
+/// Mean over each statement's tokens, standardized over the held-out statements.
+fn standardized_means(
+    acts: &Activations,
+    ids: &[String],
+) -> anyhow::Result<BTreeMap<String, Vec<f64>>> {
+    let d = acts.hidden;
+    let mut means: Vec<Vec<f64>> = Vec::with_capacity(ids.len());
+    for id in ids {
+        let i = acts
+            .index_of(id)
+            .ok_or_else(|| anyhow::anyhow!("no activations for `{id}`"))?;
+        let rows = acts.statement(i);
+        let n = acts.statement_len(i) as f64;
+        let mut m = vec![0.0f64; d];
+        for row in rows.chunks(d) {
+            for (a, v) in m.iter_mut().zip(row) {
+                *a += *v as f64 / n;
+            }
+        }
+        means.push(m);
+    }
+    for j in 0..d {
+        let n = means.len() as f64;
+        let mu = means.iter().map(|m| m[j]).sum::<f64>() / n;
+        let sd = (means.iter().map(|m| (m[j] - mu).powi(2)).sum::<f64>() / n).sqrt();
+        let sd = if sd > 0.0 { sd } else { 1.0 };
+        for m in means.iter_mut() {
+            m[j] = (m[j] - mu) / sd;
+        }
+    }
+    Ok(ids.iter().cloned().zip(means).collect())
+}
