@@ -30,6 +30,8 @@ enum Command {
     Data(cmd::data::DataCommand),
     /// Cluster points with PCA → UMAP → HDBSCAN, choosing hyperparameters by Algorithm 1.
     Cluster(cmd::cluster::ClusterArgs),
+    /// Behavioral instantiation: belief-context prompts under every Θ, judged by p(a), p(b), p(c).
+    Prompt(cmd::prompt::PromptArgs),
     /// Generic sAwMIL multiple-instance learner: fit on bags of vectors, predict bag scores.
     #[command(subcommand)]
     Sawmil(cmd::sawmil::SawmilCommand),
@@ -42,6 +44,12 @@ enum Command {
     Score(cmd::score::ScoreArgs),
     /// Per-token hidden states of text lines at chosen layers, as safetensors.
     Hidden(cmd::hidden::HiddenArgs),
+    /// Cache every token's hidden state of every statement of a domain at chosen layers.
+    Extract(cmd::stage::ExtractArgs),
+    /// Representational instantiation: retrain sAwMIL / Mass-Mean under every Θ at the veracity layer and l±2.
+    Probe(cmd::stage::ProbeArgs),
+    /// Familiarity: object-token probabilities per statement kind and within-kind activation distances.
+    Familiarity(cmd::stage::FamiliarityArgs),
     /// Run the whole P-StaT study (or the stages the config enables), resumably.
     Run(run::RunArgs),
     /// Rebuild the figures and the self-contained report.html of a run folder from its files.
@@ -54,12 +62,16 @@ fn main() -> std::process::ExitCode {
         Command::Data(c) => cmd::data::run(c),
         Command::Cluster(a) => cmd::cluster::run(a),
         Command::Sawmil(c) => cmd::sawmil::run(c),
+        Command::Prompt(a) => cmd::prompt::run(a),
         Command::Models(c) => cmd::models::run(c),
         Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::Score(a) => cmd::score::run(a),
         Command::Hidden(a) => cmd::hidden::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Run(a) => run::run(a),
+        Command::Probe(a) => cmd::stage::probe(a),
+        Command::Extract(a) => cmd::stage::extract(a),
+        Command::Familiarity(a) => cmd::stage::familiarity(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -8,10 +8,24 @@ use pstat_cluster::{Grid, run_grid};
 use std::path::PathBuf;
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["input", "model"])))]
 pub struct ClusterArgs {
     /// Points to cluster: a safetensors file with a 2-D f32 tensor [points, dims].
     #[arg(long)]
-    input: PathBuf,
+    input: Option<PathBuf>,
+    /// Instead of --input: cluster the statements a model retracts in a domain (runs both
+    /// instantiations first; see `pstat run`).
+    #[arg(long, requires = "domain")]
+    model: Option<String>,
+    /// With --model: the domain.
+    #[arg(long)]
+    domain: Option<pstat_data::Domain>,
+    /// With --model: an OpenAI-compatible chat endpoint that names each cluster.
+    #[arg(long)]
+    labeler: Option<String>,
+    /// With --model: the run folder.
+    #[arg(long, default_value = "results")]
+    run_out: PathBuf,
     /// Name of the tensor inside --input.
     #[arg(long, default_value = "X")]
     tensor: String,
@@ -36,10 +50,24 @@ struct ClusterOutput<'a> {
 }
 
 pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
-    let x = load_matrix(&args.input, &args.tensor)?;
+    let (Some(input), None) = (&args.input, &args.model) else {
+        let (Some(model), Some(domain)) = (args.model, args.domain) else {
+            anyhow::bail!("--model needs --domain");
+        };
+        return super::stage::cluster(super::stage::ClusterModelArgs {
+            target: super::stage::Target {
+                model,
+                domain,
+                config: None,
+                out: args.run_out,
+            },
+            labeler: args.labeler,
+        });
+    };
+    let x = load_matrix(input, &args.tensor)?;
     let grid = Grid::default();
     let output = ClusterOutput {
-        input: args.input.display().to_string(),
+        input: input.display().to_string(),
         tensor: &args.tensor,
         n_points: x.rows(),
         n_dims: x.cols(),

@@ -7,9 +7,9 @@ mod clustering;
 mod config;
 mod familiarity;
 mod io;
-mod model;
+pub mod model;
 mod progress;
-mod representational;
+pub mod representational;
 mod study;
 
 pub use config::RunConfig;
@@ -56,8 +56,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if !args.domains.is_empty() {
         config.domains = args.domains.clone();
     }
+    execute(config, &args.out)
+}
+
+/// Runs the stages `config` enables into `out` (also the entry point of the single-stage
+/// commands `pstat probe`, `pstat familiarity` and `pstat cluster --model`).
+pub fn execute(config: RunConfig, out: &std::path::Path) -> anyhow::Result<()> {
     config.validate()?;
-    let out = args.out.clone();
+    let out = out.to_path_buf();
     guard_config(&out, &config)?;
 
     progress::stage("data and splits");

@@ -15,7 +15,14 @@ pub fn bar(len: u64, prefix: &str) -> ProgressBar {
     pb
 }
 
-/// A stage heading on stderr (kept out of stdout, which carries machine-readable output).
+static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// A stage heading on stderr (kept out of stdout, which carries machine-readable output), with
+/// the time since the run started.
 pub fn stage(name: &str) {
-    eprintln!("== {name}");
+    let elapsed = START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs();
+    eprintln!("== [{:02}:{:02}] {name}", elapsed / 60, elapsed % 60);
 }

@@ -400,8 +400,7 @@ fn last_token_states(
 }
 
 /// Activations of the statements a run probes (its training statements and held-out True
-/// statements) at `layers`, from the cache under `$PSTAT_HOME/activations` when present.
-/// The cache key covers the model file, the input format and template, the data and the ids.
+/// statements) at `layers`.
 fn extract_layers(
     study: &Study,
     model: &LoadedModel,
@@ -410,11 +409,31 @@ fn extract_layers(
 ) -> anyhow::Result<BTreeMap<usize, Activations>> {
     let mut ids = study.train_ids(domain);
     ids.extend(study.held_out_true(domain));
+    cached_activations(model, study.data(domain), &ids, layers)
+}
+
+/// Activations of `ids` at `layers`, from the cache under `$PSTAT_HOME/activations` when
+/// present, else extracted and stored (f16). The cache key covers the model file, the input
+/// format and template, the data and the ids, so nothing stale is ever reused.
+pub fn cached_activations(
+    model: &LoadedModel,
+    data: &pstat_data::Dataset,
+    ids: &[String],
+    layers: &[usize],
+) -> anyhow::Result<BTreeMap<usize, Activations>> {
+    if let Some(&l) = layers.iter().find(|&&l| l > model.lm.n_layers()) {
+        bail!(
+            "layer {l} is beyond the {} layers of {}",
+            model.lm.n_layers(),
+            model.name
+        );
+    }
+    let domain = data.domain;
     let key_input = format!(
         "{}\n{}\n{}\n{}",
         model.lm.sha256(),
         model.input_signature(),
-        study.data(domain).data_hash,
+        data.data_hash,
         ids.join("\n")
     );
     let dir = cache_dir()?
@@ -422,27 +441,32 @@ fn extract_layers(
         .join(domain.as_str())
         .join(&sha256_hex(key_input.as_bytes())[..16]);
     let path = |l: usize| dir.join(format!("layer_{l:02}.safetensors"));
-    if layers.iter().all(|l| path(*l).exists()) {
-        return layers
-            .iter()
-            .map(|l| Ok((*l, Activations::read(&path(*l))?)))
-            .collect();
+    let mut out = BTreeMap::new();
+    let missing: Vec<usize> = layers
+        .iter()
+        .copied()
+        .filter(|l| !path(*l).exists())
+        .collect();
+    for &l in layers.iter().filter(|l| !missing.contains(l)) {
+        out.insert(l, Activations::read(&path(l))?);
     }
-    let tokens = model.encode_statements(study.data(domain), &ids)?;
+    if missing.is_empty() {
+        return Ok(out);
+    }
+    let tokens = model.encode_statements(data, ids)?;
     let pb = bar(
         ids.len() as u64,
         &format!("{} {domain} activations", model.name),
     );
-    let acts = pstat_lm::extract::extract(&model.lm, &ids, &tokens, layers, |n| pb.inc(n as u64))?;
+    let acts = pstat_lm::extract::extract(&model.lm, ids, &tokens, &missing, |n| pb.inc(n as u64))?;
     pb.finish_and_clear();
-    let mut out = BTreeMap::new();
-    for (&layer, mut a) in layers.iter().zip(acts) {
+    for (&layer, mut a) in missing.iter().zip(acts) {
         a.metadata
             .insert("model_sha256".into(), model.lm.sha256().into());
         a.metadata.insert("layer".into(), layer.to_string());
         a.metadata.insert("input".into(), model.input_signature());
         a.metadata
-            .insert("data_hash".into(), study.data(domain).data_hash.clone());
+            .insert("data_hash".into(), data.data_hash.clone());
         a.write(&path(layer), Precision::F16)?;
         out.insert(layer, a);
     }

@@ -1,0 +1,173 @@
+//! Single-stage commands over one (model, domain): each builds a run config that enables just
+//! its stage and runs it through `pstat run`'s machinery, so results, caches and resumption
+//! are the same as in a full run (and a later `pstat run` into the same folder reuses them
+//! only if its config matches).
+
+use crate::run::{RunConfig, execute};
+use clap::Args;
+use pstat_data::Domain;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct Target {
+    /// A registry model name (`pstat models list`) or a path to a GGUF file.
+    #[arg(long)]
+    pub model: String,
+    /// city_locations, med_indications or word_definitions.
+    #[arg(long)]
+    pub domain: Domain,
+    /// Start from this run config (TOML) instead of the paper's defaults.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Output folder.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+}
+
+impl Target {
+    /// The config with this model and domain and every stage off.
+    fn base(&self) -> anyhow::Result<RunConfig> {
+        let mut c = match &self.config {
+            Some(path) => RunConfig::from_file(path)?,
+            None => RunConfig::default(),
+        };
+        c.models = vec![self.model.clone()];
+        c.domains = vec![self.domain];
+        c.representational.enabled = false;
+        c.behavioral.enabled = false;
+        c.familiarity.enabled = false;
+        c.clustering.enabled = false;
+        Ok(c)
+    }
+}
+
+#[derive(Args)]
+pub struct ProbeArgs {
+    #[command(flatten)]
+    target: Target,
+    /// `sawmil` or `mass-mean`; repeat for both (default: both).
+    #[arg(long)]
+    probe: Vec<String>,
+    /// Layers as offsets from the veracity layer: `-2..2` (Appendix F) or a list `0,1`.
+    #[arg(long, default_value = "-2..2", allow_hyphen_values = true)]
+    layers: String,
+    /// Use this veracity layer instead of selecting it on the calibration split.
+    #[arg(long)]
+    veracity_layer: Option<usize>,
+}
+
+/// `pstat probe`: the representational instantiation (every Θ, each probe, each layer).
+pub fn probe(args: ProbeArgs) -> anyhow::Result<()> {
+    let mut c = args.target.base()?;
+    c.representational.enabled = true;
+    if !args.probe.is_empty() {
+        c.representational.probes = args.probe.iter().map(|p| p.replace('-', "_")).collect();
+    }
+    let offsets = parse_offsets(&args.layers)?;
+    c.representational.layer_offsets = offsets.clone();
+    c.representational.mass_mean_layer_offsets = offsets;
+    c.representational.veracity_layer = args.veracity_layer.or(c.representational.veracity_layer);
+    execute(c, &args.target.out)
+}
+
+#[derive(Args)]
+pub struct ExtractArgs {
+    /// A registry model name or a path to a GGUF file.
+    #[arg(long)]
+    model: String,
+    /// city_locations, med_indications or word_definitions.
+    #[arg(long)]
+    domain: Domain,
+    /// Layers to store (0 = embeddings, i = output of block i), e.g. `13,14,15`.
+    #[arg(long, value_delimiter = ',', required = true)]
+    layers: Vec<usize>,
+    /// Data folder laid out like the repo's data/ (default: the bundled data).
+    #[arg(long)]
+    data: Option<PathBuf>,
+}
+
+/// `pstat extract`: every token's residual stream of every statement of a domain, cached as
+/// ragged f16 safetensors per layer (reused by every later command).
+pub fn extract(args: ExtractArgs) -> anyhow::Result<()> {
+    let root = pstat_data::DataRoot::open(args.data.as_deref())?;
+    let data = pstat_data::load_domain(&root, args.domain)?;
+    let model = crate::run::model::LoadedModel::load(&args.model)?;
+    let ids: Vec<String> = data.statements.iter().map(|s| s.id.clone()).collect();
+    let acts = crate::run::representational::cached_activations(&model, &data, &ids, &args.layers)?;
+    for (layer, a) in &acts {
+        println!(
+            "{} {} layer {layer}: {} statements, {} tokens × {}",
+            model.name,
+            args.domain,
+            a.len(),
+            a.n_tokens(),
+            a.hidden
+        );
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct FamiliarityArgs {
+    #[command(flatten)]
+    target: Target,
+}
+
+/// `pstat familiarity`: object-token probabilities per kind and, at the veracity layer,
+/// within-kind activation distances.
+pub fn familiarity(args: FamiliarityArgs) -> anyhow::Result<()> {
+    let mut c = args.target.base()?;
+    c.familiarity.enabled = true;
+    // Distances need the veracity layer's activations; no probes are retrained for them.
+    c.representational.enabled = true;
+    c.representational.probes = Vec::new();
+    execute(c, &args.target.out)
+}
+
+pub struct ClusterModelArgs {
+    pub target: Target,
+    pub labeler: Option<String>,
+}
+
+/// `pstat cluster --model M --domain D`: both instantiations (to find the retracted
+/// statements), then the clustering and contrastive prompts.
+pub fn cluster(args: ClusterModelArgs) -> anyhow::Result<()> {
+    let mut c = args.target.base()?;
+    c.representational.enabled = true;
+    c.behavioral.enabled = true;
+    c.clustering.enabled = true;
+    c.clustering.labeler = args.labeler.or(c.clustering.labeler);
+    execute(c, &args.target.out)
+}
+
+/// `-2..2` → [-2, -1, 0, 1, 2]; `0,2` → [0, 2].
+fn parse_offsets(text: &str) -> anyhow::Result<Vec<i64>> {
+    let bad =
+        || anyhow::anyhow!("--layers `{text}`: expected a range like -2..2 or a list like 0,1");
+    if let Some((a, b)) = text.split_once("..") {
+        let (a, b): (i64, i64) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a > b {
+            return Err(bad());
+        }
+        return Ok((a..=b).collect());
+    }
+    text.split(',')
+        .map(|t| t.trim().parse().map_err(|_| bad()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_parse_ranges_and_lists() {
+        assert_eq!(parse_offsets("-2..2").unwrap(), vec![-2, -1, 0, 1, 2]);
+        assert_eq!(parse_offsets("0, 1").unwrap(), vec![0, 1]);
+        assert!(parse_offsets("2..-2").is_err());
+        assert!(parse_offsets("x").is_err());
+    }
+}
