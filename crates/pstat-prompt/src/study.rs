@@ -131,14 +131,24 @@ pub fn run_units(
     }
     let ids: Vec<&str> = test.iter().map(|s| s.id.as_str()).collect();
     let statements_sha256 = ids_sha256(&ids);
-    let mut results = Vec::new();
+    // Every context is drawn before anything is scored, so a condition with too few
+    // candidates fails the run at once rather than after hours of scoring.
+    let mut drawn = Vec::new();
     for (condition, draw) in spec.units(conditions)? {
         let k = spec.unit_k(condition);
         let context_spec = ContextSpec {
             k: k.unwrap_or(0),
             ..spec.context
         };
-        let context = pool.draw(&context_spec, condition, draw)?;
+        drawn.push((
+            condition,
+            draw,
+            k,
+            pool.draw(&context_spec, condition, draw)?,
+        ));
+    }
+    let mut results = Vec::new();
+    for (condition, draw, k, context) in drawn {
         let meta = UnitMeta {
             context: context.clone(),
             format: spec.format,
