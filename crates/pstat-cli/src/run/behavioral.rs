@@ -102,7 +102,7 @@ pub fn run(
                         k,
                         baseline,
                         seed: study.seed_for(&format!("contexts:{domain}")),
-                        allow_fewer: false,
+                        allow_fewer: cfg.allow_fewer,
                     },
                     resamples: cfg.resamples,
                     shuffle_control: cfg.shuffle_control,

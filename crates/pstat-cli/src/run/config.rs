@@ -54,6 +54,9 @@ pub struct Representational {
     pub mass_mean_layer_offsets: Vec<i64>,
     /// Fix the veracity layer instead of selecting it on the calibration split.
     pub veracity_layer: Option<usize>,
+    /// sAwMIL's C. None = chosen by 3-fold CV over [0.05, 0.1, 0.5, 1, 10] with the one-SE
+    /// rule for every fit (the paper); a value skips the search (`--quick` uses 1).
+    pub sawmil_c: Option<f64>,
     /// Statements per split used to select the veracity layer (last-token Mass-Mean fit on
     /// this many training statements, AUC on this many calibration statements).
     pub selection_statements: usize,
@@ -73,6 +76,10 @@ pub struct Behavioral {
     pub resamples: usize,
     /// Also score draw 0's statements in a permuted order (noise floor of the judgment).
     pub shuffle_control: bool,
+    /// When a condition has fewer than K training statements (city Fictional under the
+    /// exclusive split), use them all and record it in the unit's context file; `false` makes
+    /// it an error instead.
+    pub allow_fewer: bool,
     /// Score on an OpenAI-compatible completions server instead of in-process.
     pub backend: Option<String>,
 }
@@ -134,6 +141,7 @@ impl Default for Representational {
             layer_offsets: vec![-2, -1, 0, 1, 2],
             mass_mean_layer_offsets: vec![0],
             veracity_layer: None,
+            sawmil_c: None,
             selection_statements: 1500,
         }
     }
@@ -148,6 +156,7 @@ impl Default for Behavioral {
             formats: vec!["chat".into(), "plain".into()],
             resamples: 0,
             shuffle_control: false,
+            allow_fewer: true,
             backend: None,
         }
     }
@@ -185,13 +194,14 @@ impl RunConfig {
     }
 
     /// The documented `--quick` preset: the first model only, 600 training statements and 100
-    /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL only, the
-    /// empty baseline and each model's default format.
+    /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL only with
+    /// C = 1 (no CV search), the empty baseline and each model's default format.
     pub fn quick(mut self) -> Self {
         self.models.truncate(1);
         self.test_limit = Some(100);
         self.train_limit = Some(600);
         self.representational.selection_statements = 300;
+        self.representational.sawmil_c = Some(1.0);
         self.behavioral.k = vec![20];
         self.behavioral.baselines = vec!["empty".into()];
         self.behavioral.formats = vec!["chat".into()];
