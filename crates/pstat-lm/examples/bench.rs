@@ -69,12 +69,18 @@ fn main() {
     texts.shuffle(&mut ChaCha8Rng::seed_from_u64(42));
     let statements: Vec<Vec<u32>> = texts[..N_PREFILL].iter().map(|t| encode(t, true)).collect();
     let context = texts[N_PREFILL..N_PREFILL + N_CONTEXT].join("\n");
-    let prefix = encode(&format!("{context}\nIs the following statement correct?\n"), true);
+    let prefix = encode(
+        &format!("{context}\nIs the following statement correct?\n"),
+        true,
+    );
     let suffixes: Vec<Vec<u32>> = texts[N_PREFILL + N_CONTEXT..N_PREFILL + N_CONTEXT + N_TESTS]
         .iter()
         .map(|t| encode(&format!("{t}\n{OPTIONS}"), false))
         .collect();
-    let options: Vec<u32> = ["a", "b", "c"].iter().flat_map(|o| encode(&format!(" {o}"), false)).collect();
+    let options: Vec<u32> = ["a", "b", "c"]
+        .iter()
+        .flat_map(|o| encode(&format!(" {o}"), false))
+        .collect();
 
     let layer = lm.n_layers() / 2;
     let prefill_tokens: usize = statements.iter().map(|s| s.len()).sum();
@@ -88,7 +94,8 @@ fn main() {
     let scoring_tokens: usize = suffixes.iter().map(|s| s.len()).sum();
     let start = Instant::now();
     let cache = lm.prefix(&prefix).unwrap();
-    lm.next_token_logprobs(Some(&cache), &suffixes, &options).unwrap();
+    lm.next_token_logprobs(Some(&cache), &suffixes, &options)
+        .unwrap();
     let scoring_secs = start.elapsed().as_secs_f64();
     let scoring = scoring_tokens as f64 / scoring_secs;
 
@@ -103,31 +110,70 @@ fn main() {
 
     println!("model: {} ({})", args.model, lm.sha256());
     println!("threads: {}", args.threads);
-    println!("(a) prefill {N_PREFILL} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s (all {} layers: {prefill_full:.0} tok/s)", lm.n_layers(), lm.n_layers());
-    println!("(b) score {N_TESTS} statements ({scoring_tokens} tokens) after a {}-token context: pstat {scoring:.0} tok/s", prefix.len());
-    println!("prefix reuse vs recomputing each full prompt (K={N_CONTEXT}): {:.1}x ({:.3} s vs {:.3} s per prompt)", per_prompt_recompute / per_prompt_reuse, per_prompt_recompute, per_prompt_reuse);
+    println!(
+        "(a) prefill {N_PREFILL} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s (all {} layers: {prefill_full:.0} tok/s)",
+        lm.n_layers(),
+        lm.n_layers()
+    );
+    println!(
+        "(b) score {N_TESTS} statements ({scoring_tokens} tokens) after a {}-token context: pstat {scoring:.0} tok/s",
+        prefix.len()
+    );
+    println!(
+        "prefix reuse vs recomputing each full prompt (K={N_CONTEXT}): {:.1}x ({:.3} s vs {:.3} s per prompt)",
+        per_prompt_recompute / per_prompt_reuse,
+        per_prompt_recompute,
+        per_prompt_reuse
+    );
 
     let Some(python) = args.python else {
-        println!("llama.cpp: skipped (pass --python or set PSTAT_LLAMA_CPP_PYTHON to a Python with llama_cpp)");
+        println!(
+            "llama.cpp: skipped (pass --python or set PSTAT_LLAMA_CPP_PYTHON to a Python with llama_cpp)"
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let workload = dir.path().join("workload.json");
-    let json = serde_json::json!({"statements": statements, "prefix": prefix, "suffixes": suffixes});
+    let json =
+        serde_json::json!({"statements": statements, "prefix": prefix, "suffixes": suffixes});
     std::fs::write(&workload, json.to_string()).unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/bench/llama_cpp_bench.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tools/bench/llama_cpp_bench.py"
+    );
     let out = std::process::Command::new(&python)
-        .args([script, "--model", path.to_str().unwrap(), "--workload", workload.to_str().unwrap()])
+        .args([
+            script,
+            "--model",
+            path.to_str().unwrap(),
+            "--workload",
+            workload.to_str().unwrap(),
+        ])
         .args(["--threads", &args.threads.to_string()])
         .output()
         .expect("python runs");
     if !out.status.success() {
-        println!("llama.cpp: failed: {}", String::from_utf8_lossy(&out.stderr));
+        println!(
+            "llama.cpp: failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         return;
     }
     let line = String::from_utf8_lossy(&out.stdout);
-    let theirs: serde_json::Value = serde_json::from_str(line.lines().last().unwrap_or("")).unwrap();
-    let (lp, ls) = (theirs["prefill_tok_s"].as_f64().unwrap(), theirs["scoring_tok_s"].as_f64().unwrap());
-    println!("llama.cpp {} (original GGUF, its defaults): (a) {lp:.0} tok/s (full model), (b) {ls:.0} tok/s", theirs["version"]);
-    println!("ratio pstat/llama.cpp: (a) {:.2}x (all layers: {:.2}x), (b) {:.2}x", prefill / lp, prefill_full / lp, scoring / ls);
+    let theirs: serde_json::Value =
+        serde_json::from_str(line.lines().last().unwrap_or("")).unwrap();
+    let (lp, ls) = (
+        theirs["prefill_tok_s"].as_f64().unwrap(),
+        theirs["scoring_tok_s"].as_f64().unwrap(),
+    );
+    println!(
+        "llama.cpp {} (original GGUF, its defaults): (a) {lp:.0} tok/s (full model), (b) {ls:.0} tok/s",
+        theirs["version"]
+    );
+    println!(
+        "ratio pstat/llama.cpp: (a) {:.2}x (all layers: {:.2}x), (b) {:.2}x",
+        prefill / lp,
+        prefill_full / lp,
+        scoring / ls
+    );
 }

@@ -24,12 +24,19 @@ struct Record {
 }
 
 fn check(fixture_file: &str) {
-    let path = format!("{}/tests/fixtures/{fixture_file}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/{fixture_file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let fixture: Fixture = serde_json::from_str(&text).expect("fixture parses");
     let path = pstat_lm::registry::resolve(&fixture.model).expect("model is pulled");
     let lm = LanguageModel::load(&path).expect("model loads");
-    assert_eq!(lm.sha256(), fixture.source_sha256, "fixture was made from another file");
+    assert_eq!(
+        lm.sha256(),
+        fixture.source_sha256,
+        "fixture was made from another file"
+    );
     let prompts: Vec<Vec<u32>> = fixture.records.iter().map(|r| r.ids.clone()).collect();
     let candidates: Vec<u32> = fixture.option_ids.concat();
     let ours = lm.next_token_logprobs(None, &prompts, &candidates).unwrap();
@@ -55,7 +62,12 @@ fn check(fixture_file: &str) {
     );
     assert!(fixture.records.len() >= 300);
     assert!(agreement >= 0.995, "top-1 agreement {agreement}");
-    assert!(worst.0 <= 0.02, "max |Δ log p| {} at prompt {}", worst.0, worst.1);
+    assert!(
+        worst.0 <= 0.02,
+        "max |Δ log p| {} at prompt {}",
+        worst.0,
+        worst.1
+    );
 }
 
 #[test]
