@@ -87,8 +87,11 @@ mod tests {
     fn straddling_tokens_count_and_bos_never_does() {
         // "<bos>", "The", " city", " of", " Paris", "." ; object span covers "Paris".
         let tokens = [0..0, 0..3, 3..8, 8..11, 11..17, 17..18];
-        let spans = vec![12..17];
-        assert_eq!(object_token_indices(&tokens, &spans), vec![4]);
+        let paris = 12..17;
+        assert_eq!(
+            object_token_indices(&tokens, std::slice::from_ref(&paris)),
+            vec![4]
+        );
         let probs = [0.1, 0.2, 0.3, 0.5, 0.9]; // p(t1|t0) .. p(t5|..)
         assert_eq!(familiarity(&probs, &[4]), Some(0.5));
         assert_eq!(familiarity(&probs, &[]), None);

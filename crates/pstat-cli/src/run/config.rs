@@ -55,7 +55,7 @@ pub struct Representational {
     /// Fix the veracity layer instead of selecting it on the calibration split.
     pub veracity_layer: Option<usize>,
     /// sAwMIL's C. None = chosen by 3-fold CV over [0.05, 0.1, 0.5, 1, 10] with the one-SE
-    /// rule for every fit (the paper); a value skips the search (`--quick` uses 1).
+    /// rule for every fit (the paper); a value skips the search (`--quick` uses 0.1).
     pub sawmil_c: Option<f64>,
     /// Statements per split used to select the veracity layer (last-token Mass-Mean fit on
     /// this many training statements, AUC on this many calibration statements).
@@ -195,13 +195,13 @@ impl RunConfig {
 
     /// The documented `--quick` preset: the first model only, 600 training statements and 100
     /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL only with
-    /// C = 1 (no CV search), the empty baseline and each model's default format.
+    /// C = 0.1 (no CV search), the empty baseline and each model's default format.
     pub fn quick(mut self) -> Self {
         self.models.truncate(1);
         self.test_limit = Some(100);
         self.train_limit = Some(600);
         self.representational.selection_statements = 300;
-        self.representational.sawmil_c = Some(1.0);
+        self.representational.sawmil_c = Some(0.1);
         self.behavioral.k = vec![20];
         self.behavioral.baselines = vec!["empty".into()];
         self.behavioral.formats = vec!["chat".into()];
