@@ -195,7 +195,7 @@ impl RunConfig {
 
     /// The documented `--quick` preset: the first model only, 600 training statements and 100
     /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL only with
-    /// C = 0.1 (no CV search), the empty baseline and each model's default format.
+    /// C = 0.1 (no CV search), the empty baseline and the plain prompt format.
     pub fn quick(mut self) -> Self {
         self.models.truncate(1);
         self.test_limit = Some(100);
@@ -204,7 +204,9 @@ impl RunConfig {
         self.representational.sawmil_c = Some(0.1);
         self.behavioral.k = vec![20];
         self.behavioral.baselines = vec!["empty".into()];
-        self.behavioral.formats = vec!["chat".into()];
+        // SmolLM2-135M answers "c" to every chat-formatted baseline question (|B_true| = 0), so
+        // the quick look uses the plain prompt, where its baseline believes most True statements.
+        self.behavioral.formats = vec!["plain".into()];
         self.representational.layer_offsets = vec![0];
         self.representational.probes = vec!["sawmil".into()];
         self.representational.mass_mean_layer_offsets = vec![];
