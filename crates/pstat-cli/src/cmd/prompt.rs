@@ -77,8 +77,8 @@ pub struct PromptArgs {
     data: Option<PathBuf>,
 }
 
-/// One progress bar per unit.
-struct Bars(Option<ProgressBar>);
+/// One progress bar per unit (also used by `pstat run`).
+pub(crate) struct Bars(pub(crate) Option<ProgressBar>);
 
 impl Progress for Bars {
     fn start(&mut self, unit: &str, n: usize) {
@@ -147,7 +147,7 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
         .take(args.limit.unwrap_or(usize::MAX))
         .collect();
     let options = OptionTokens::new(&codec)?;
-    let model_name = model_column(&args.model);
+    let model_name = crate::run::model::display_name(&args.model);
     let lm;
     let mut scorer: Box<dyn OptionScorer> = match &args.backend {
         Some(url) => Box::new(ServerScorer::new(
@@ -234,15 +234,4 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
     }
     println!("tables in {}", args.out.display());
     Ok(())
-}
-
-/// The table's model column: the registry name, or a GGUF path's file stem.
-fn model_column(model: &str) -> String {
-    if pstat_lm::registry::find(model).is_some() {
-        return model.to_string();
-    }
-    std::path::Path::new(model)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| model.to_string())
 }

@@ -6,14 +6,13 @@
 use super::clustering::Retractions;
 use super::model::LoadedModel;
 use super::study::Study;
-use indicatif::ProgressBar;
 use pstat_data::{Dataset, Domain, SplitAssignment, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::tables::{AnswerRow, ResampleRow};
 use pstat_prompt::{
-    BaselineContext, ContextSpec, Draw, OptionScorer, OptionTokens, Progress, PromptFormat,
-    StudySpec, TrainingPool, run_units, summarize,
+    BaselineContext, ContextSpec, Draw, OptionScorer, OptionTokens, PromptFormat, StudySpec,
+    TrainingPool, run_units, summarize,
 };
 use pstat_stability::{Bootstrap, StabilityRow};
 use std::collections::BTreeMap;
@@ -24,26 +23,6 @@ pub struct BehavioralOutput {
     pub stability: Vec<StabilityRow>,
     pub answers: Vec<AnswerRow>,
     pub resamples: Vec<ResampleRow>,
-}
-
-/// indicatif bars for pstat-prompt's units.
-struct Bars(Option<ProgressBar>);
-
-impl Progress for Bars {
-    fn start(&mut self, unit: &str, n: usize) {
-        let pb = super::progress::bar(n as u64, unit);
-        self.0 = Some(pb);
-    }
-    fn advance(&mut self, n: usize) {
-        if let Some(pb) = &self.0 {
-            pb.inc(n as u64);
-        }
-    }
-    fn finish(&mut self, _resumed: bool) {
-        if let Some(pb) = self.0.take() {
-            pb.finish_and_clear();
-        }
-    }
 }
 
 pub fn run(
@@ -119,7 +98,7 @@ pub fn run(
                     &test,
                     &codec,
                     scorer.as_mut(),
-                    &mut Bars(None),
+                    &mut crate::cmd::prompt::Bars(None),
                 )?;
                 let bootstrap = Bootstrap {
                     resamples: study.config.bootstrap_resamples,

@@ -15,6 +15,17 @@ pub struct LoadedModel {
     pub encoder: StatementEncoder,
 }
 
+/// The `model` column of every table: the registry name, or a GGUF path's file stem.
+pub fn display_name(name_or_path: &str) -> String {
+    if pstat_lm::registry::find(name_or_path).is_some() {
+        return name_or_path.to_string();
+    }
+    Path::new(name_or_path).file_stem().map_or_else(
+        || name_or_path.to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
 impl LoadedModel {
     pub fn load(name_or_path: &str) -> anyhow::Result<Self> {
         let path = pstat_lm::registry::resolve(name_or_path)?;
