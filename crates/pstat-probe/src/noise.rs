@@ -9,10 +9,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-/// n_noise = 0.10·|D| (rounded to the nearest integer, halves away from zero).
-pub fn noise_count(domain_size: usize) -> usize {
-    (domain_size as f64 * 0.10).round() as usize
-}
+/// n_noise = 0.10·|D|, the one definition shared with Table 1's counts.
+pub use pstat_data::stats::noise_count;
 
 /// `n` sequences; each takes the length of a uniformly drawn reference bag (so lengths follow
 /// the empirical distribution) and fills every token with independent N(μ_j, σ_j²) features,

@@ -6,7 +6,7 @@
 use super::clustering::Retractions;
 use super::model::LoadedModel;
 use super::study::Study;
-use pstat_data::{Dataset, Domain, SplitAssignment, Statement};
+use pstat_data::{Domain, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::tables::{AnswerRow, ResampleRow};
@@ -47,9 +47,7 @@ pub fn run(
     } else {
         formats
     };
-    let datasets: Vec<Dataset> = study.datasets.values().cloned().collect();
-    let splits: Vec<SplitAssignment> = study.splits.values().cloned().collect();
-    let pool = TrainingPool::new(domain, &datasets, &splits)?;
+    let pool = TrainingPool::new(domain, &study.datasets, &study.splits)?;
     let held_out = study.held_out_true(domain);
     let by_id: BTreeMap<&str, &Statement> = study
         .data(domain)

@@ -68,8 +68,7 @@ pub fn execute(config: RunConfig, out: &std::path::Path) -> anyhow::Result<()> {
 
     progress::stage("data and splits");
     let study = Study::open(config, &out)?;
-    let datasets: Vec<_> = study.datasets.values().cloned().collect();
-    pstat_familiarity::bigram::write_tables(&datasets, &out)
+    pstat_familiarity::bigram::write_tables(&study.datasets, &out)
         .context("writing the bigram tables")?;
     let mut tables = Tables::default();
     for name in &study.config.models {
@@ -122,9 +121,9 @@ pub fn execute(config: RunConfig, out: &std::path::Path) -> anyhow::Result<()> {
                 }
             }
         }
+        // After each model, so an interrupted run still has the tables of finished models.
         tables.write(&study)?;
     }
-    tables.write(&study)?;
     progress::stage("report");
     let report = pstat_report::build_report(&out)?;
     for note in &report.notes {

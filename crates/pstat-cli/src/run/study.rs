@@ -17,8 +17,9 @@ pub struct Study {
     pub config_hash: String,
     pub out: PathBuf,
     pub conditions: ConditionSet,
-    pub datasets: BTreeMap<Domain, Dataset>,
-    pub splits: BTreeMap<Domain, SplitAssignment>,
+    /// Every domain's data and split, in `Domain::ALL` order (index i belongs to domain i).
+    pub datasets: Vec<Dataset>,
+    pub splits: Vec<SplitAssignment>,
 }
 
 impl Study {
@@ -27,8 +28,8 @@ impl Study {
         let root = DataRoot::open(config.data.as_deref().map(Path::new))?;
         let conditions = config.conditions()?;
         let config_hash = config.hash();
-        let mut datasets = BTreeMap::new();
-        let mut splits = BTreeMap::new();
+        let mut datasets = Vec::new();
+        let mut splits = Vec::new();
         // Every domain is loaded: the behavioral Noise context draws from the other domains.
         for domain in Domain::ALL {
             let data = load_domain(&root, domain)?;
@@ -54,8 +55,8 @@ impl Study {
                     split
                 }
             };
-            datasets.insert(domain, data);
-            splits.insert(domain, split);
+            datasets.push(data);
+            splits.push(split);
         }
         Ok(Study {
             config,
@@ -68,11 +69,11 @@ impl Study {
     }
 
     pub fn data(&self, domain: Domain) -> &Dataset {
-        &self.datasets[&domain]
+        &self.datasets[domain_index(domain)]
     }
 
     pub fn split(&self, domain: Domain) -> &SplitAssignment {
-        &self.splits[&domain]
+        &self.splits[domain_index(domain)]
     }
 
     /// Seed for one named purpose, derived from the run seed so that every random choice of a
@@ -199,6 +200,13 @@ impl Study {
             self.config.seed,
         )
     }
+}
+
+fn domain_index(domain: Domain) -> usize {
+    Domain::ALL
+        .iter()
+        .position(|d| *d == domain)
+        .expect("every domain is in Domain::ALL")
 }
 
 fn read_split(path: &Path) -> anyhow::Result<Option<SplitAssignment>> {
