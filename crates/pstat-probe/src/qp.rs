@@ -20,6 +20,8 @@ use crate::linalg::{axpy, dot};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// One QP instance. `rows` is row-major [n, dim]; all slices have length n.
 pub struct DualProblem<'a> {
@@ -82,7 +84,75 @@ const MAX_EPOCHS: usize = 100_000;
 const MAX_OUTER: usize = 10_000;
 
 /// Solve the QP; `seed` fixes the coordinate order.
+///
+/// Instances that are identical in (z, y, ρ) are merged into one variable whose bound is the
+/// sum of theirs before solving, and its α is shared back in proportion to the bounds. This is
+/// exact (the objective sees only the group's sum, and every member has the same gradient), and
+/// it matters: token bags share the prompt-template tokens, whose activations repeat bit for
+/// bit in every bag.
 pub fn solve(p: &DualProblem, tol: Tolerance, seed: u64) -> DualSolution {
+    let n = p.y.len();
+    let row = |i: usize| &p.rows[i * p.dim..(i + 1) * p.dim];
+    let same = |i: usize, j: usize| p.y[i] == p.y[j] && p.rho[i] == p.rho[j] && row(i) == row(j);
+    // Buckets by a hash of the exact bits; members of a bucket are compared in full.
+    let mut buckets: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut group_of = Vec::with_capacity(n);
+    let mut members: Vec<usize> = Vec::new();
+    for i in 0..n {
+        let mut h = DefaultHasher::new();
+        for v in row(i).iter().chain([&p.y[i], &p.rho[i]]) {
+            v.to_bits().hash(&mut h);
+        }
+        let bucket = buckets.entry(h.finish()).or_default();
+        let g = match bucket.iter().find(|&&g| same(members[g], i)) {
+            Some(&g) => g,
+            None => {
+                bucket.push(members.len());
+                members.push(i);
+                members.len() - 1
+            }
+        };
+        group_of.push(g);
+    }
+    if members.len() == n {
+        return solve_distinct(p, tol, seed);
+    }
+    let mut upper = vec![0.0; members.len()];
+    for i in 0..n {
+        upper[group_of[i]] += p.upper[i];
+    }
+    let rows: Vec<f64> = members
+        .iter()
+        .flat_map(|&i| row(i).iter().copied())
+        .collect();
+    let y: Vec<f64> = members.iter().map(|&i| p.y[i]).collect();
+    let rho: Vec<f64> = members.iter().map(|&i| p.rho[i]).collect();
+    let merged = DualProblem {
+        rows: &rows,
+        dim: p.dim,
+        y: &y,
+        rho: &rho,
+        upper: &upper,
+    };
+    let sol = solve_distinct(&merged, tol, seed);
+    let alpha = (0..n)
+        .map(|i| {
+            let g = group_of[i];
+            if upper[g] > 0.0 {
+                sol.alpha[g] * p.upper[i] / upper[g]
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    DualSolution {
+        alpha,
+        w: sol.w,
+        b: sol.b,
+    }
+}
+
+fn solve_distinct(p: &DualProblem, tol: Tolerance, seed: u64) -> DualSolution {
     let n = p.y.len();
     let row = |i: usize| &p.rows[i * p.dim..(i + 1) * p.dim];
     let q_diag: Vec<f64> = (0..n).map(|i| dot(row(i), row(i))).collect();
@@ -190,6 +260,53 @@ mod tests {
         };
         let s = solve(&p, Tolerance::default(), 1);
         assert!((s.w[0] - 1.0).abs() < 1e-6 && s.w[1].abs() < 1e-9 && s.b.abs() < 1e-6);
+    }
+
+    /// Repeating every instance three times with a third of its bound is the same QP: the
+    /// merge must return the same w and b, and share α equally among the copies (as an
+    /// interior-point solver would).
+    #[test]
+    fn repeated_instances_merge_exactly() {
+        let rows = [2.0, 0.5, 1.5, -1.0, -1.0, 0.2, 0.0, -2.0, 0.5, 0.5];
+        let y = [1.0, 1.0, -1.0, -1.0, 1.0];
+        let rho = [1.0, 1.0, 1.0, 1.0, -0.6];
+        let upper = [0.3, 0.3, 0.3, 0.3, 0.6];
+        let p = DualProblem {
+            rows: &rows,
+            dim: 2,
+            y: &y,
+            rho: &rho,
+            upper: &upper,
+        };
+        let once = solve(&p, Tolerance::default(), 1);
+        let rep = |v: &[f64], per: usize, scale: f64| -> Vec<f64> {
+            v.chunks(per)
+                .flat_map(|c| (0..3).flat_map(move |_| c.iter().map(move |x| x * scale)))
+                .collect()
+        };
+        let (rows3, y3, rho3, upper3) = (
+            rep(&rows, 2, 1.0),
+            rep(&y, 1, 1.0),
+            rep(&rho, 1, 1.0),
+            rep(&upper, 1, 1.0 / 3.0),
+        );
+        let p3 = DualProblem {
+            rows: &rows3,
+            dim: 2,
+            y: &y3,
+            rho: &rho3,
+            upper: &upper3,
+        };
+        let thrice = solve(&p3, Tolerance::default(), 1);
+        for (a, b) in once.w.iter().zip(&thrice.w) {
+            assert!((a - b).abs() < 1e-9, "{:?} vs {:?}", once.w, thrice.w);
+        }
+        assert!((once.b - thrice.b).abs() < 1e-9);
+        for (i, a) in once.alpha.iter().enumerate() {
+            for k in 0..3 {
+                assert!((thrice.alpha[3 * i + k] - a / 3.0).abs() < 1e-12);
+            }
+        }
     }
 
     /// Asymmetric: points at 3 (+) and 1 (−): w = 1, b = −2.
