@@ -5,6 +5,7 @@
 use anyhow::{Context, bail};
 use pstat_data::condition::Condition;
 use pstat_data::{ConditionSet, Domain, SplitConfig};
+use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -60,6 +61,24 @@ pub struct Representational {
     /// Statements per split used to select the veracity layer (last-token Mass-Mean fit on
     /// this many training statements, AUC on this many calibration statements).
     pub selection_statements: usize,
+}
+
+impl Representational {
+    /// The fit parameters of `probe` (`sawmil` or `mass_mean`) under this config.
+    pub fn probe_params(&self, probe: &str, seed: u64) -> Box<dyn ProbeParams> {
+        match probe {
+            "sawmil" => Box::new(self.sawmil_params(seed)),
+            _ => Box::new(MassMeanParams::default()),
+        }
+    }
+
+    fn sawmil_params(&self, seed: u64) -> SawMilParams {
+        SawMilParams {
+            c: self.sawmil_c,
+            seed,
+            ..SawMilParams::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -304,6 +323,20 @@ mod tests {
             "unset fields keep defaults"
         );
         assert_ne!(c.hash(), RunConfig::default().hash());
+    }
+
+    #[test]
+    fn quick_fixes_sawmil_c_in_the_fit_parameters() {
+        let quick = RunConfig::default()
+            .quick()
+            .representational
+            .sawmil_params(3);
+        assert_eq!((quick.c, quick.seed), (Some(0.1), 3));
+        let paper = RunConfig::default().representational.sawmil_params(3);
+        assert_eq!(
+            paper.c, None,
+            "the paper's protocol searches C by cross-validation"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use pstat_data::activations::{Activations, Precision};
 use pstat_data::artifact::{sha256_hex, write_json_atomic};
 use pstat_data::{Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
-use pstat_probe::{Bags, MassMeanParams, ProbeParams, SawMilParams, TrainingSet, auc};
+use pstat_probe::{Bags, MassMeanParams, ProbeParams, TrainingSet, auc};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -195,13 +195,7 @@ fn probe_unit(
     split.train = study.train_ids(domain);
     let seed = study.seed_for(&format!("probe:{}:{domain}:{layer}", model.name));
     let training = ConditionTraining::new(study.data(domain), &split, acts, seed)?;
-    let params: Box<dyn ProbeParams> = match probe {
-        "sawmil" => Box::new(SawMilParams {
-            seed,
-            ..SawMilParams::default()
-        }),
-        _ => Box::new(MassMeanParams::default()),
-    };
+    let params = study.config.representational.probe_params(probe, seed);
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
     let pb = bar(
