@@ -11,6 +11,7 @@ use crate::standardize::Standardizer;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
 #[derive(Debug, Clone)]
 pub struct CvScore {
@@ -59,9 +60,12 @@ pub fn one_se_choice(scores: &[CvScore]) -> f64 {
         .map_or(scores[best].c, |s| s.c)
 }
 
+/// The 3 × 5 CV fits are independent and deterministic (each seeded from `params.seed`), so
+/// they run in parallel over rayon's pool; the scores are gathered in (C, fold) order, so the
+/// choice does not depend on scheduling.
 pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
     let folds = kfold(set.len(), params.cv_folds, params.seed);
-    let mut fold_ap = vec![Vec::with_capacity(folds.len()); params.c_grid.len()];
+    let mut prepared_folds = Vec::with_capacity(folds.len());
     for (j, (train_idx, test_idx)) in folds.iter().enumerate() {
         let train = set.subset(train_idx);
         let held_out = set.subset(test_idx);
@@ -77,33 +81,26 @@ pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
             params.cv_bag_limit,
             params.seed,
         );
-        for (ci, &c) in params.c_grid.iter().enumerate() {
-            // A degenerate fit (w = 0) scores every bag the same; its AP is the prevalence.
-            let scores: Vec<f64> = match prepared.fit(c, params) {
-                Ok(fit) => {
-                    let probe = TrainedProbe {
-                        kind: ProbeKind::SawMil,
-                        direction: fit.direction,
-                        bias: fit.bias,
-                        scaler: scaler.clone(),
-                        c: Some(c),
-                        eta: Some(prepared.eta),
-                    };
-                    probe
-                        .scores(&held_out.bags)
-                        .into_iter()
-                        .map(f64::from)
-                        .collect()
-                }
-                Err(ProbeError::Degenerate(_)) => vec![0.0; held_out.len()],
-                Err(e) => return Err(e),
-            };
-            let ap = average_precision(&scores, &held_out.labels).ok_or_else(|| {
-                ProbeError::Invalid(format!("C search fold {j}: no positive bags held out"))
-            })?;
-            fold_ap[ci].push(ap);
-        }
+        prepared_folds.push((prepared, scaler, held_out));
     }
+    let tasks: Vec<(usize, usize)> = (0..params.c_grid.len())
+        .flat_map(|ci| (0..prepared_folds.len()).map(move |j| (ci, j)))
+        .collect();
+    let aps: Vec<f64> = tasks
+        .par_iter()
+        .map(|&(ci, j)| {
+            let (prepared, scaler, held_out) = &prepared_folds[j];
+            fold_average_precision(prepared, scaler, held_out, params.c_grid[ci], params).map_err(
+                |e| match e {
+                    ProbeError::Invalid(msg) => {
+                        ProbeError::Invalid(format!("C search fold {j}: {msg}"))
+                    }
+                    other => other,
+                },
+            )
+        })
+        .collect::<Result<_>>()?;
+    let fold_ap: Vec<Vec<f64>> = aps.chunks(folds.len()).map(<[f64]>::to_vec).collect();
     let scores: Vec<CvScore> = params
         .c_grid
         .iter()
@@ -122,6 +119,38 @@ pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
         .collect();
     let chosen = one_se_choice(&scores);
     Ok(CSearch { scores, chosen })
+}
+
+/// Average precision on the held-out fold of a fit at `c` on the fold's prepared bags. A
+/// degenerate fit (w = 0) scores every bag the same; its AP is the prevalence.
+fn fold_average_precision(
+    prepared: &PreparedBags,
+    scaler: &Standardizer,
+    held_out: &TrainingSet,
+    c: f64,
+    params: &SawMilParams,
+) -> Result<f64> {
+    let scores: Vec<f64> = match prepared.fit(c, params) {
+        Ok(fit) => {
+            let probe = TrainedProbe {
+                kind: ProbeKind::SawMil,
+                direction: fit.direction,
+                bias: fit.bias,
+                scaler: scaler.clone(),
+                c: Some(c),
+                eta: Some(prepared.eta),
+            };
+            probe
+                .scores(&held_out.bags)
+                .into_iter()
+                .map(f64::from)
+                .collect()
+        }
+        Err(ProbeError::Degenerate(_)) => vec![0.0; held_out.len()],
+        Err(e) => return Err(e),
+    };
+    average_precision(&scores, &held_out.labels)
+        .ok_or_else(|| ProbeError::Invalid("no positive bags held out".into()))
 }
 
 #[cfg(test)]
