@@ -30,9 +30,15 @@ pub struct Activations {
 /// On-disk precision of `values`. f16 halves the cache; probes read it back as f32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
+    /// f16, unless a value lies beyond f16's range (±65504): then the file is written in f32.
+    /// Gemma 3's residual stream reaches ~1e5 on its first (BOS) row, which f16 would turn
+    /// into infinities.
     F16,
     F32,
 }
+
+/// Largest finite f16.
+const F16_MAX: f32 = 65504.0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActivationsError {
@@ -103,6 +109,16 @@ impl Activations {
     }
 
     pub fn to_bytes(&self, precision: Precision) -> Vec<u8> {
+        let precision = if precision == Precision::F16
+            && self
+                .values
+                .iter()
+                .any(|v| v.is_finite() && v.abs() > F16_MAX)
+        {
+            Precision::F32
+        } else {
+            precision
+        };
         let (dtype, value_bytes) = match precision {
             Precision::F32 => (
                 Dtype::F32,
@@ -341,5 +357,13 @@ mod tests {
         assert_eq!(back.last_token(0), &[2.5, 3.0]);
         let half = Activations::from_bytes(&a.to_bytes(Precision::F16)).unwrap();
         assert_eq!(half.values, a.values);
+    }
+
+    #[test]
+    fn values_beyond_f16_range_are_kept_in_f32() {
+        let mut a = Activations::new(2);
+        a.push("s:0", &[2, 5], &[-1.2e5, 0.1, 3.0, 70000.5]);
+        let back = Activations::from_bytes(&a.to_bytes(Precision::F16)).unwrap();
+        assert_eq!(back.values, a.values, "no infinities, no rounding");
     }
 }

@@ -30,7 +30,11 @@ fn check(fixture_file: &str) {
     let fixture: Fixture = serde_json::from_str(&text).expect("fixture parses");
     let path = pstat_lm::registry::resolve(&fixture.model).expect("model is pulled");
     let lm = LanguageModel::load(&path).expect("model loads");
-    assert_eq!(lm.sha256(), fixture.source_sha256, "fixture was made from another file");
+    assert_eq!(
+        lm.sha256(),
+        fixture.source_sha256,
+        "fixture was made from another file"
+    );
     let encoder = StatementEncoder::for_model(&lm).expect("encoder");
     let ids: Vec<Vec<u32>> = fixture
         .records

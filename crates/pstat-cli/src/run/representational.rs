@@ -423,8 +423,9 @@ pub fn cached_activations(
         );
     }
     let domain = data.domain;
+    // The leading tag versions the cache layout: v2 stopped writing f16 infinities.
     let key_input = format!(
-        "{}\n{}\n{}\n{}",
+        "activations-v2\n{}\n{}\n{}\n{}",
         model.lm.sha256(),
         model.input_signature(),
         data.data_hash,
