@@ -5,7 +5,8 @@
 //! every option-letter token id within 0.02. The prompts' token ids come from llama.cpp, so this
 //! test checks the forward pass alone. The models are pulled through the registry.
 
-use pstat_lm::LanguageModel;
+mod common;
+
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -24,19 +25,8 @@ struct Record {
 }
 
 fn check(fixture_file: &str) {
-    let path = format!(
-        "{}/tests/fixtures/{fixture_file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let fixture: Fixture = serde_json::from_str(&text).expect("fixture parses");
-    let path = pstat_lm::registry::resolve(&fixture.model).expect("model is pulled");
-    let lm = LanguageModel::load(&path).expect("model loads");
-    assert_eq!(
-        lm.sha256(),
-        fixture.source_sha256,
-        "fixture was made from another file"
-    );
+    let fixture: Fixture = common::read_fixture(fixture_file);
+    let lm = common::load_model(&fixture.model, &fixture.source_sha256);
     let prompts: Vec<Vec<u32>> = fixture.records.iter().map(|r| r.ids.clone()).collect();
     let candidates: Vec<u32> = fixture.option_ids.concat();
     let ours = lm.next_token_logprobs(None, &prompts, &candidates).unwrap();

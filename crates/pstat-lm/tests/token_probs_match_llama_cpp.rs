@@ -3,7 +3,8 @@
 //! and every p(t_i | t_<i) is within 0.01 of llama.cpp's on the model re-quantized to F32 with
 //! an f32 KV cache (tools/fixtures/token_probs.py). The models are pulled through the registry.
 
-use pstat_lm::LanguageModel;
+mod common;
+
 use pstat_lm::input::StatementEncoder;
 use serde::Deserialize;
 
@@ -22,19 +23,8 @@ struct Record {
 }
 
 fn check(fixture_file: &str) {
-    let path = format!(
-        "{}/tests/fixtures/{fixture_file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let fixture: Fixture = serde_json::from_str(&text).expect("fixture parses");
-    let path = pstat_lm::registry::resolve(&fixture.model).expect("model is pulled");
-    let lm = LanguageModel::load(&path).expect("model loads");
-    assert_eq!(
-        lm.sha256(),
-        fixture.source_sha256,
-        "fixture was made from another file"
-    );
+    let fixture: Fixture = common::read_fixture(fixture_file);
+    let lm = common::load_model(&fixture.model, &fixture.source_sha256);
     let encoder = StatementEncoder::for_model(&lm).expect("encoder");
     let ids: Vec<Vec<u32>> = fixture
         .records

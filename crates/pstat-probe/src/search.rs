@@ -65,7 +65,7 @@ pub fn one_se_choice(scores: &[CvScore]) -> f64 {
 /// choice does not depend on scheduling.
 pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
     let folds = kfold(set.len(), params.cv_folds, params.seed);
-    let mut prepared_folds = Vec::with_capacity(folds.len());
+    let mut cv_folds = Vec::with_capacity(folds.len());
     for (j, (train_idx, test_idx)) in folds.iter().enumerate() {
         let train = set.subset(train_idx);
         let held_out = set.subset(test_idx);
@@ -81,24 +81,19 @@ pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
             params.cv_bag_limit,
             params.seed,
         );
-        prepared_folds.push((prepared, scaler, held_out));
+        cv_folds.push(CvFold {
+            index: j,
+            prepared,
+            scaler,
+            held_out,
+        });
     }
     let tasks: Vec<(usize, usize)> = (0..params.c_grid.len())
-        .flat_map(|ci| (0..prepared_folds.len()).map(move |j| (ci, j)))
+        .flat_map(|ci| (0..cv_folds.len()).map(move |j| (ci, j)))
         .collect();
     let aps: Vec<f64> = tasks
         .par_iter()
-        .map(|&(ci, j)| {
-            let (prepared, scaler, held_out) = &prepared_folds[j];
-            fold_average_precision(prepared, scaler, held_out, params.c_grid[ci], params).map_err(
-                |e| match e {
-                    ProbeError::Invalid(msg) => {
-                        ProbeError::Invalid(format!("C search fold {j}: {msg}"))
-                    }
-                    other => other,
-                },
-            )
-        })
+        .map(|&(ci, j)| cv_folds[j].average_precision(params.c_grid[ci], params))
         .collect::<Result<_>>()?;
     let fold_ap: Vec<Vec<f64>> = aps.chunks(folds.len()).map(<[f64]>::to_vec).collect();
     let scores: Vec<CvScore> = params
@@ -121,36 +116,44 @@ pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
     Ok(CSearch { scores, chosen })
 }
 
-/// Average precision on the held-out fold of a fit at `c` on the fold's prepared bags. A
-/// degenerate fit (w = 0) scores every bag the same; its AP is the prevalence.
-fn fold_average_precision(
-    prepared: &PreparedBags,
-    scaler: &Standardizer,
-    held_out: &TrainingSet,
-    c: f64,
-    params: &SawMilParams,
-) -> Result<f64> {
-    let scores: Vec<f64> = match prepared.fit(c, params) {
-        Ok(fit) => {
-            let probe = TrainedProbe {
-                kind: ProbeKind::SawMil,
-                direction: fit.direction,
-                bias: fit.bias,
-                scaler: scaler.clone(),
-                c: Some(c),
-                eta: Some(prepared.eta),
-            };
-            probe
-                .scores(&held_out.bags)
-                .into_iter()
-                .map(f64::from)
-                .collect()
-        }
-        Err(ProbeError::Degenerate(_)) => vec![0.0; held_out.len()],
-        Err(e) => return Err(e),
-    };
-    average_precision(&scores, &held_out.labels)
-        .ok_or_else(|| ProbeError::Invalid("no positive bags held out".into()))
+/// One CV fold: its training bags prepared for fitting, their scaler, and the held-out bags.
+struct CvFold {
+    index: usize,
+    prepared: PreparedBags,
+    scaler: Standardizer,
+    held_out: TrainingSet,
+}
+
+impl CvFold {
+    /// Average precision on the held-out bags of a fit at `c`. A degenerate fit (w = 0) scores
+    /// every bag the same; its AP is the prevalence.
+    fn average_precision(&self, c: f64, params: &SawMilParams) -> Result<f64> {
+        let scores: Vec<f64> = match self.prepared.fit(c, params) {
+            Ok(fit) => {
+                let probe = TrainedProbe {
+                    kind: ProbeKind::SawMil,
+                    direction: fit.direction,
+                    bias: fit.bias,
+                    scaler: self.scaler.clone(),
+                    c: Some(c),
+                    eta: Some(self.prepared.eta),
+                };
+                probe
+                    .scores(&self.held_out.bags)
+                    .into_iter()
+                    .map(f64::from)
+                    .collect()
+            }
+            Err(ProbeError::Degenerate(_)) => vec![0.0; self.held_out.len()],
+            Err(e) => return Err(e),
+        };
+        average_precision(&scores, &self.held_out.labels).ok_or_else(|| {
+            ProbeError::Invalid(format!(
+                "C search fold {}: no positive bags held out",
+                self.index
+            ))
+        })
+    }
 }
 
 #[cfg(test)]
