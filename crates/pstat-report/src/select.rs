@@ -1,13 +1,13 @@
 //! Which rows of `stability.csv` each figure, table and summary line uses. The main results
 //! (Fig. 3, A1, count tables) use, per model and domain: behavioral — the largest K with the
-//! empty baseline in the model's prompt format (chat when it has one); representational — the
-//! veracity layer. Resample and shuffle rows are controls and never enter these selections.
+//! empty baseline in the model's prompt format (chat unless its baseline is too small, see
+//! `preferred_formats`); representational — the veracity layer. Resample and shuffle rows are controls and never enter these selections.
 
 use crate::figures::model::Dot;
 use crate::inputs::RunData;
 use crate::names::paper_conditions;
-use pstat_stability::StabilityRow;
 use pstat_stability::belief::percentile;
+use pstat_stability::{MIN_BASELINE_TRUE, StabilityRow};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub const BEHAVIORAL: &str = "behavioral";
@@ -103,16 +103,48 @@ pub struct Selection<'a> {
     pub description: String,
 }
 
-/// The prompt format used for a model's main results: chat when the run has it, else plain.
+/// The prompt format of each model's main behavioral results: the one whose empty-context
+/// baseline holds at least [`MIN_BASELINE_TRUE`] True beliefs in the most domains, chat on a
+/// tie (the paper prompts chat models in chat). A small chat model can answer "c" to every
+/// chat-formatted question (SmolLM2-135M: B_true = 0), and rates against an empty belief set
+/// say nothing.
 fn preferred_formats(data: &RunData) -> BTreeMap<String, Option<String>> {
-    let mut out: BTreeMap<String, Option<String>> = BTreeMap::new();
-    for r in point_rows(data).filter(|r| r.instantiation == BEHAVIORAL) {
-        let slot = out.entry(r.model.clone()).or_insert(r.format.clone());
-        if r.format.as_deref() == Some("chat") {
-            *slot = r.format.clone();
+    let mut usable: BTreeMap<(&str, &Option<String>), BTreeSet<&str>> = BTreeMap::new();
+    for r in point_rows(data).filter(|r| r.instantiation == BEHAVIORAL && is_empty_baseline(r)) {
+        let domains = usable.entry((&r.model, &r.format)).or_default();
+        if r.n_baseline_true >= MIN_BASELINE_TRUE {
+            domains.insert(&r.domain);
         }
     }
-    out
+    let mut best: BTreeMap<String, ((usize, bool), Option<String>)> = BTreeMap::new();
+    for ((model, format), domains) in usable {
+        let score = (domains.len(), format.as_deref() == Some("chat"));
+        let slot = best
+            .entry(model.to_string())
+            .or_insert((score, format.clone()));
+        if score > slot.0 {
+            *slot = (score, format.clone());
+        }
+    }
+    best.into_iter().map(|(m, (_, f))| (m, f)).collect()
+}
+
+/// Models with chat-format rows whose main results use another format.
+fn chat_passed_over(data: &RunData) -> Vec<String> {
+    let formats = preferred_formats(data);
+    let with_chat: BTreeSet<&str> = point_rows(data)
+        .filter(|r| r.instantiation == BEHAVIORAL && r.format.as_deref() == Some("chat"))
+        .map(|r| r.model.as_str())
+        .collect();
+    with_chat
+        .into_iter()
+        .filter(|m| {
+            formats
+                .get(*m)
+                .is_some_and(|f| f.as_deref() != Some("chat"))
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 fn is_empty_baseline(r: &StabilityRow) -> bool {
@@ -140,7 +172,7 @@ pub fn behavioral_main(data: &RunData) -> Selection<'_> {
         .filter(|r| is_empty_baseline(r) && r.k == main_k)
         .collect();
     let formats: BTreeSet<&str> = rows.iter().filter_map(|r| r.format.as_deref()).collect();
-    let description = format!(
+    let mut description = format!(
         "prompting with a belief context of K = {} statements against the empty-context baseline ({} format)",
         main_k.map_or("?".to_string(), |k| k.to_string()),
         if formats.is_empty() {
@@ -149,6 +181,13 @@ pub fn behavioral_main(data: &RunData) -> Selection<'_> {
             formats.into_iter().collect::<Vec<_>>().join(" / ")
         }
     );
+    let passed_over = chat_passed_over(data);
+    if !passed_over.is_empty() {
+        description.push_str(&format!(
+            "; {} in the plain format, because its chat-format baseline holds fewer than {MIN_BASELINE_TRUE} True beliefs in more domains",
+            passed_over.join(", ")
+        ));
+    }
     Selection { rows, description }
 }
 
@@ -239,4 +278,85 @@ pub fn median(values: &[f64]) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     (!v.is_empty()).then(|| percentile(&v, 0.5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rows: Vec<StabilityRow>) -> RunData {
+        RunData {
+            dir: "run".into(),
+            stability: rows,
+            layers: None,
+            familiarity: None,
+            distances: None,
+            bigram_curves: None,
+            bigram_distances: None,
+            cluster_members: None,
+            cluster_results: Vec::new(),
+            themes: None,
+            answers: None,
+            manifest: None,
+        }
+    }
+
+    fn behavioral(domain: &str, format: &str, n_baseline_true: usize) -> StabilityRow {
+        StabilityRow {
+            model: "m".into(),
+            domain: domain.into(),
+            instantiation: BEHAVIORAL.into(),
+            probe: "prompt".into(),
+            k: Some(100),
+            baseline: Some("empty".into()),
+            format: Some(format.into()),
+            layer: None,
+            condition: "synthetic_tf".into(),
+            resample: None,
+            n_baseline_true,
+            n_baseline_not_true: 100 - n_baseline_true,
+            retractions: 0,
+            expansions: 0,
+            retraction_rate: None,
+            retraction_rate_lo: None,
+            retraction_rate_hi: None,
+            expansion_rate: None,
+            expansion_rate_lo: None,
+            expansion_rate_hi: None,
+            flag: None,
+        }
+    }
+
+    #[test]
+    fn chat_is_preferred_unless_its_baseline_is_too_small() {
+        let usable = run(vec![
+            behavioral("city", "chat", 40),
+            behavioral("city", "plain", 90),
+        ]);
+        assert_eq!(preferred_formats(&usable)["m"].as_deref(), Some("chat"));
+        assert!(!behavioral_main(&usable).description.contains("plain"));
+
+        // The chat model that answers "c" to everything: no True beliefs to retract.
+        let empty_chat = run(vec![
+            behavioral("city", "chat", 0),
+            behavioral("city", "plain", 90),
+            behavioral("word", "chat", 3),
+            behavioral("word", "plain", 10),
+        ]);
+        assert_eq!(
+            preferred_formats(&empty_chat)["m"].as_deref(),
+            Some("plain")
+        );
+        let main = behavioral_main(&empty_chat);
+        assert!(
+            main.rows
+                .iter()
+                .all(|r| r.format.as_deref() == Some("plain"))
+        );
+        assert!(
+            main.description.contains("m in the plain format"),
+            "{}",
+            main.description
+        );
+    }
 }

@@ -51,7 +51,8 @@ pub struct Representational {
     pub probes: Vec<String>,
     /// Offsets from the veracity layer (Appendix F uses −2..=2).
     pub layer_offsets: Vec<i64>,
-    /// Offsets evaluated for the Mass-Mean probe (the paper reports it at the veracity layer).
+    /// Offsets evaluated for the Mass-Mean probe (the paper reports it at the veracity layer;
+    /// the default adds l±2 as for sAwMIL, since a Mass-Mean fit costs milliseconds).
     pub mass_mean_layer_offsets: Vec<i64>,
     /// Fix the veracity layer instead of selecting it on the calibration split.
     pub veracity_layer: Option<usize>,
@@ -158,7 +159,7 @@ impl Default for Representational {
             enabled: true,
             probes: vec!["sawmil".into(), "mass_mean".into()],
             layer_offsets: vec![-2, -1, 0, 1, 2],
-            mass_mean_layer_offsets: vec![0],
+            mass_mean_layer_offsets: vec![-2, -1, 0, 1, 2],
             veracity_layer: None,
             sawmil_c: None,
             selection_statements: 1500,
@@ -296,6 +297,10 @@ mod tests {
         let c = RunConfig::default();
         assert_eq!(c.behavioral.k, [100]);
         assert_eq!(c.representational.layer_offsets, [-2, -1, 0, 1, 2]);
+        assert_eq!(
+            c.representational.mass_mean_layer_offsets,
+            [-2, -1, 0, 1, 2]
+        );
         assert_eq!((c.splits.test, c.splits.calibration), (0.25, 0.20));
         assert_eq!(c.conditions().unwrap().names().len(), 6);
     }
