@@ -3,6 +3,7 @@
 //! sections that need it (with a note), so a partial run still gets a report.
 
 use crate::error::ReportError;
+use crate::tables::KindCell;
 use pstat_stability::StabilityRow;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -30,6 +31,32 @@ pub struct DistanceRow {
     pub mean_distance: f64,
     pub lo: Option<f64>,
     pub hi: Option<f64>,
+}
+
+impl FamiliarityRow {
+    pub fn cell(&self) -> KindCell<'_> {
+        KindCell {
+            model: &self.model,
+            domain: &self.domain,
+            kind: &self.kind,
+            value: self.mean_object_token_prob,
+            lo: self.lo,
+            hi: self.hi,
+        }
+    }
+}
+
+impl DistanceRow {
+    pub fn cell(&self) -> KindCell<'_> {
+        KindCell {
+            model: &self.model,
+            domain: &self.domain,
+            kind: &self.kind,
+            value: self.mean_distance,
+            lo: self.lo,
+            hi: self.hi,
+        }
+    }
 }
 
 /// `bigram_rank_frequency.csv` (written by `pstat data bigrams`): one point of a curve.

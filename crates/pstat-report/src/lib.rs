@@ -22,6 +22,7 @@ pub use inputs::RunData;
 
 use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, stability_figure};
 use html::Section;
+use inputs::{DistanceRow, FamiliarityRow};
 use select::{
     BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, behavioral_variants,
     representational, sawmil_layer_offsets,
@@ -120,18 +121,8 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     }
     match &data.distances {
         Some(rows) => {
-            render(figures::fig2_distances(rows), &mut familiarity)?;
-            let cells: Vec<KindCell> = rows
-                .iter()
-                .map(|r| KindCell {
-                    model: &r.model,
-                    domain: &r.domain,
-                    kind: &r.kind,
-                    value: r.mean_distance,
-                    lo: r.lo,
-                    hi: r.hi,
-                })
-                .collect();
+            let cells: Vec<KindCell> = rows.iter().map(DistanceRow::cell).collect();
+            render(figures::fig2_distances(&cells), &mut familiarity)?;
             familiarity.tables.extend(kind_tables(
                 "table_distances",
                 "Within-group distances",
@@ -143,18 +134,8 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     }
     match &data.familiarity {
         Some(rows) => {
-            render(figures::familiarity_figure(rows), &mut familiarity)?;
-            let cells: Vec<KindCell> = rows
-                .iter()
-                .map(|r| KindCell {
-                    model: &r.model,
-                    domain: &r.domain,
-                    kind: &r.kind,
-                    value: r.mean_object_token_prob,
-                    lo: r.lo,
-                    hi: r.hi,
-                })
-                .collect();
+            let cells: Vec<KindCell> = rows.iter().map(FamiliarityRow::cell).collect();
+            render(figures::familiarity_figure(&cells), &mut familiarity)?;
             familiarity.tables.extend(kind_tables(
                 "table_familiarity",
                 "Familiarity (Tables A6–A8)",

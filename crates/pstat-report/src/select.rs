@@ -310,20 +310,10 @@ mod tests {
             k: Some(100),
             baseline: Some("empty".into()),
             format: Some(format.into()),
-            layer: None,
             condition: "synthetic_tf".into(),
-            resample: None,
             n_baseline_true,
             n_baseline_not_true: 100 - n_baseline_true,
-            retractions: 0,
-            expansions: 0,
-            retraction_rate: None,
-            retraction_rate_lo: None,
-            retraction_rate_hi: None,
-            expansion_rate: None,
-            expansion_rate_lo: None,
-            expansion_rate_hi: None,
-            flag: None,
+            ..StabilityRow::default()
         }
     }
 

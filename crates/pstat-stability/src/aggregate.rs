@@ -100,27 +100,15 @@ mod tests {
     #[test]
     fn median_and_quartiles_skip_undefined_rates() {
         let base = StabilityRow {
-            model: String::new(),
             domain: "d".into(),
             instantiation: "behavioral".into(),
             probe: "prompt".into(),
             k: Some(100),
             baseline: Some("empty".into()),
             format: Some("chat".into()),
-            layer: None,
             condition: "noise".into(),
-            resample: None,
             n_baseline_true: 10,
-            n_baseline_not_true: 0,
-            retractions: 0,
-            expansions: 0,
-            retraction_rate: None,
-            retraction_rate_lo: None,
-            retraction_rate_hi: None,
-            expansion_rate: None,
-            expansion_rate_lo: None,
-            expansion_rate_hi: None,
-            flag: None,
+            ..StabilityRow::default()
         };
         let rows: Vec<StabilityRow> = [Some(0.1), Some(0.3), Some(0.2), None]
             .iter()

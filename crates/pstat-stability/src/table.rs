@@ -11,7 +11,9 @@ use std::path::Path;
 /// are flagged in the table and the report.
 pub const MIN_BASELINE_TRUE: usize = 20;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One row of `stability.csv`. `Default` is an empty row (no rates) for building rows field by
+/// field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StabilityRow {
     pub model: String,
     pub domain: String,

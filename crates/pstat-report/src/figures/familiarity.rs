@@ -3,9 +3,10 @@
 
 use super::FigureSpec;
 use super::model::{Curve, Dot, DotSeries, Figure, LegendEntry, Marker, Panel, PanelBody, Swatch};
-use crate::inputs::{BigramRankRow, DistanceRow, FamiliarityRow};
+use crate::inputs::BigramRankRow;
 use crate::names::{domain_order, domain_title, kind_order, kind_title, sorted_unique};
 use crate::select::median;
+use crate::tables::KindCell;
 
 /// Fig. 2 (a–c): one log–log panel per domain, one curve per statement kind.
 pub fn fig2_curves(rows: &[BigramRankRow]) -> Option<FigureSpec> {
@@ -66,16 +67,8 @@ fn kind_legend(kinds: &[String], marker: Marker) -> Vec<LegendEntry> {
         .collect()
 }
 
-/// A value per (model, domain, kind) with its interval.
-struct KindValue<'a> {
-    model: &'a str,
-    domain: &'a str,
-    kind: &'a str,
-    dot: Dot,
-}
-
 /// One panel per domain: statement kinds as rows, one dot per model, median across models.
-fn per_kind_figure(values: &[KindValue], value_label: &str) -> Figure {
+fn per_kind_figure(values: &[KindCell], value_label: &str) -> Figure {
     let domains = sorted_unique(values.iter().map(|v| v.domain), domain_order);
     let kinds = sorted_unique(values.iter().map(|v| v.kind), kind_order);
     let models = sorted_unique(values.iter().map(|v| v.model), str::cmp);
@@ -83,7 +76,11 @@ fn per_kind_figure(values: &[KindValue], value_label: &str) -> Figure {
         values
             .iter()
             .find(|v| v.domain == domain && v.kind == kind && v.model == model)
-            .map(|v| v.dot)
+            .map(|v| Dot {
+                value: v.value,
+                lo: v.lo,
+                hi: v.hi,
+            })
     };
     let panels = domains
         .iter()
@@ -136,57 +133,31 @@ fn per_kind_figure(values: &[KindValue], value_label: &str) -> Figure {
 }
 
 /// Fig. 2 (d): mean within-group Euclidean distance of the veracity-layer representations.
-pub fn fig2_distances(rows: &[DistanceRow]) -> Option<FigureSpec> {
-    if rows.is_empty() {
+pub fn fig2_distances(cells: &[KindCell]) -> Option<FigureSpec> {
+    if cells.is_empty() {
         return None;
     }
-    let values: Vec<KindValue> = rows
-        .iter()
-        .map(|r| KindValue {
-            model: &r.model,
-            domain: &r.domain,
-            kind: &r.kind,
-            dot: Dot {
-                value: r.mean_distance,
-                lo: r.lo,
-                hi: r.hi,
-            },
-        })
-        .collect();
     Some(FigureSpec {
         id: "fig2d_distances".into(),
         title: "Fig. 2 (d) — Within-group activation distances".into(),
         caption: "Mean pairwise Euclidean distance between the veracity-layer representations of statements of the same kind, \
                   one dot per model with its interval; the black bar is the median across models."
             .into(),
-        figure: per_kind_figure(&values, "mean within-group distance"),
+        figure: per_kind_figure(cells, "mean within-group distance"),
     })
 }
 
 /// Fig. 2 (e): mean object-token probability (familiarity).
-pub fn familiarity_figure(rows: &[FamiliarityRow]) -> Option<FigureSpec> {
-    if rows.is_empty() {
+pub fn familiarity_figure(cells: &[KindCell]) -> Option<FigureSpec> {
+    if cells.is_empty() {
         return None;
     }
-    let values: Vec<KindValue> = rows
-        .iter()
-        .map(|r| KindValue {
-            model: &r.model,
-            domain: &r.domain,
-            kind: &r.kind,
-            dot: Dot {
-                value: r.mean_object_token_prob,
-                lo: r.lo,
-                hi: r.hi,
-            },
-        })
-        .collect();
     Some(FigureSpec {
         id: "fig2e_familiarity".into(),
         title: "Fig. 2 (e) — Familiarity: mean object-token probability".into(),
         caption: "Mean next-token probability of the statements' object tokens (higher = more familiar to the model), \
                   one dot per model with its bootstrap interval; the black bar is the median across models."
             .into(),
-        figure: per_kind_figure(&values, "mean object-token probability"),
+        figure: per_kind_figure(cells, "mean object-token probability"),
     })
 }
