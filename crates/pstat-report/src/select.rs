@@ -1,7 +1,8 @@
 //! Which rows of `stability.csv` each figure, table and summary line uses. The main results
 //! (Fig. 3, A1, count tables) use, per model and domain: behavioral — the largest K with the
 //! empty baseline in the model's prompt format (chat unless its baseline is too small, see
-//! `preferred_formats`); representational — the veracity layer. Resample and shuffle rows are controls and never enter these selections.
+//! `preferred_formats`); representational — the veracity layer. Resample and shuffle rows are
+//! controls and never enter these selections.
 
 use crate::figures::model::Dot;
 use crate::inputs::RunData;
@@ -129,9 +130,9 @@ fn preferred_formats(data: &RunData) -> BTreeMap<String, Option<String>> {
     best.into_iter().map(|(m, (_, f))| (m, f)).collect()
 }
 
-/// Models with chat-format rows whose main results use another format.
-fn chat_passed_over(data: &RunData) -> Vec<String> {
-    let formats = preferred_formats(data);
+/// Models with chat-format rows whose main results use another format (formats are chat or
+/// plain, so that format is plain).
+fn chat_passed_over(data: &RunData, formats: &BTreeMap<String, Option<String>>) -> Vec<String> {
     let with_chat: BTreeSet<&str> = point_rows(data)
         .filter(|r| r.instantiation == BEHAVIORAL && r.format.as_deref() == Some("chat"))
         .map(|r| r.model.as_str())
@@ -152,8 +153,10 @@ fn is_empty_baseline(r: &StabilityRow) -> bool {
 }
 
 /// Behavioral rows in each model's preferred format (every K and baseline).
-fn behavioral_rows(data: &RunData) -> Vec<&StabilityRow> {
-    let formats = preferred_formats(data);
+fn behavioral_rows<'a>(
+    data: &'a RunData,
+    formats: &BTreeMap<String, Option<String>>,
+) -> Vec<&'a StabilityRow> {
     point_rows(data)
         .filter(|r| r.instantiation == BEHAVIORAL)
         .filter(|r| formats.get(&r.model) == Some(&r.format))
@@ -161,7 +164,8 @@ fn behavioral_rows(data: &RunData) -> Vec<&StabilityRow> {
 }
 
 pub fn behavioral_main(data: &RunData) -> Selection<'_> {
-    let rows = behavioral_rows(data);
+    let preferred = preferred_formats(data);
+    let rows = behavioral_rows(data, &preferred);
     let main_k = rows
         .iter()
         .filter(|r| is_empty_baseline(r))
@@ -181,7 +185,7 @@ pub fn behavioral_main(data: &RunData) -> Selection<'_> {
             formats.into_iter().collect::<Vec<_>>().join(" / ")
         }
     );
-    let passed_over = chat_passed_over(data);
+    let passed_over = chat_passed_over(data, &preferred);
     if !passed_over.is_empty() {
         description.push_str(&format!(
             "; {} in the plain format, because its chat-format baseline holds fewer than {MIN_BASELINE_TRUE} True beliefs in more domains",
@@ -219,15 +223,16 @@ pub fn representational<'a>(
 
 /// Behavioral rows per (K, baseline) variant, labelled for Fig. A5.
 pub fn behavioral_variants(data: &RunData) -> Vec<(String, &StabilityRow)> {
-    let mut out: Vec<((usize, bool), String, &StabilityRow)> = behavioral_rows(data)
-        .into_iter()
-        .map(|r| {
-            let k = r.k.unwrap_or(0);
-            let baseline = r.baseline.as_deref().unwrap_or("empty");
-            let label = format!("K = {k}, {baseline} baseline");
-            ((k, baseline != "empty"), label, r)
-        })
-        .collect();
+    let mut out: Vec<((usize, bool), String, &StabilityRow)> =
+        behavioral_rows(data, &preferred_formats(data))
+            .into_iter()
+            .map(|r| {
+                let k = r.k.unwrap_or(0);
+                let baseline = r.baseline.as_deref().unwrap_or("empty");
+                let label = format!("K = {k}, {baseline} baseline");
+                ((k, baseline != "empty"), label, r)
+            })
+            .collect();
     out.sort_by_key(|(key, _, _)| *key);
     out.into_iter().map(|(_, label, r)| (label, r)).collect()
 }
