@@ -123,6 +123,12 @@ pub struct AnswerRow {
     pub a: f64,
     pub b: f64,
     pub c: f64,
+    /// `empty` or `true` (absent in older runs).
+    #[serde(default)]
+    pub baseline: Option<String>,
+    /// `small_baseline` on a baseline unit with too few True beliefs.
+    #[serde(default)]
+    pub flag: Option<String>,
 }
 
 /// One entry of `layers.json`: the veracity layer chosen for a (model, domain).

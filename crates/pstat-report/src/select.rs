@@ -104,67 +104,74 @@ pub struct Selection<'a> {
     pub description: String,
 }
 
-/// The prompt format of each model's main behavioral results: the one whose empty-context
-/// baseline holds at least [`MIN_BASELINE_TRUE`] True beliefs in the most domains, chat on a
-/// tie (the paper prompts chat models in chat). A small chat model can answer "c" to every
-/// chat-formatted question (SmolLM2-135M: B_true = 0), and rates against an empty belief set
-/// say nothing.
-fn preferred_formats(data: &RunData) -> BTreeMap<String, Option<String>> {
-    let mut usable: BTreeMap<(&str, &Option<String>), BTreeSet<&str>> = BTreeMap::new();
-    for r in point_rows(data).filter(|r| r.instantiation == BEHAVIORAL && is_empty_baseline(r)) {
-        let domains = usable.entry((&r.model, &r.format)).or_default();
-        if r.n_baseline_true >= MIN_BASELINE_TRUE {
-            domains.insert(&r.domain);
-        }
-    }
-    let mut best: BTreeMap<String, ((usize, bool), Option<String>)> = BTreeMap::new();
-    for ((model, format), domains) in usable {
-        let score = (domains.len(), format.as_deref() == Some("chat"));
-        let slot = best
-            .entry(model.to_string())
-            .or_insert((score, format.clone()));
-        if score > slot.0 {
-            *slot = (score, format.clone());
-        }
-    }
-    best.into_iter().map(|(m, (_, f))| (m, f)).collect()
-}
+/// A (model, domain) pair.
+type Cell = (String, String);
 
-/// Models with chat-format rows whose main results use another format (formats are chat or
-/// plain, so that format is plain).
-fn chat_passed_over(data: &RunData, formats: &BTreeMap<String, Option<String>>) -> Vec<String> {
-    let with_chat: BTreeSet<&str> = point_rows(data)
-        .filter(|r| r.instantiation == BEHAVIORAL && r.format.as_deref() == Some("chat"))
-        .map(|r| r.model.as_str())
-        .collect();
-    with_chat
+/// The prompt format of each (model, domain)'s main behavioral results, by the run's `auto`
+/// rule: chat (the paper prompts chat models in chat) unless its empty-context baseline holds
+/// fewer than [`MIN_BASELINE_TRUE`] True beliefs and the plain format was run. A small chat
+/// model can answer "c" to every chat-formatted question (SmolLM2-135M: B_true = 0), and rates
+/// against an empty belief set say nothing. Returns the choice and the cells where a too-small
+/// chat baseline was passed over (seen in `stability.csv`, or in `answers.csv` when `auto`
+/// ran only the chat baseline).
+fn preferred_formats(data: &RunData) -> (BTreeMap<Cell, Option<String>>, BTreeSet<Cell>) {
+    let mut present: BTreeMap<Cell, BTreeSet<Option<String>>> = BTreeMap::new();
+    let mut small_chat: BTreeSet<Cell> = BTreeSet::new();
+    for r in point_rows(data).filter(|r| r.instantiation == BEHAVIORAL) {
+        let cell = (r.model.clone(), r.domain.clone());
+        if r.format.as_deref() == Some("chat")
+            && is_empty_baseline(r)
+            && r.n_baseline_true < MIN_BASELINE_TRUE
+        {
+            small_chat.insert(cell.clone());
+        }
+        present.entry(cell).or_default().insert(r.format.clone());
+    }
+    for a in data.answers.iter().flatten() {
+        if a.format.as_deref() == Some("chat")
+            && a.baseline.as_deref() != Some("true")
+            && a.flag.as_deref() == Some("small_baseline")
+        {
+            small_chat.insert((a.model.clone(), a.domain.clone()));
+        }
+    }
+    let chat = Some("chat".to_string());
+    let plain = Some("plain".to_string());
+    let mut passed_over = BTreeSet::new();
+    let preferred = present
         .into_iter()
-        .filter(|m| {
-            formats
-                .get(*m)
-                .is_some_and(|f| f.as_deref() != Some("chat"))
+        .map(|(cell, formats)| {
+            let format = if small_chat.contains(&cell) && formats.contains(&plain) {
+                passed_over.insert(cell.clone());
+                plain.clone()
+            } else if formats.contains(&chat) {
+                chat.clone()
+            } else {
+                formats.into_iter().next().flatten()
+            };
+            (cell, format)
         })
-        .map(str::to_string)
-        .collect()
+        .collect();
+    (preferred, passed_over)
 }
 
 fn is_empty_baseline(r: &StabilityRow) -> bool {
     r.baseline.as_deref().is_none_or(|b| b == "empty")
 }
 
-/// Behavioral rows in each model's preferred format (every K and baseline).
+/// Behavioral rows in each (model, domain)'s preferred format (every K and baseline).
 fn behavioral_rows<'a>(
     data: &'a RunData,
-    formats: &BTreeMap<String, Option<String>>,
+    formats: &BTreeMap<Cell, Option<String>>,
 ) -> Vec<&'a StabilityRow> {
     point_rows(data)
         .filter(|r| r.instantiation == BEHAVIORAL)
-        .filter(|r| formats.get(&r.model) == Some(&r.format))
+        .filter(|r| formats.get(&(r.model.clone(), r.domain.clone())) == Some(&r.format))
         .collect()
 }
 
 pub fn behavioral_main(data: &RunData) -> Selection<'_> {
-    let preferred = preferred_formats(data);
+    let (preferred, passed_over) = preferred_formats(data);
     let rows = behavioral_rows(data, &preferred);
     let main_k = rows
         .iter()
@@ -185,11 +192,18 @@ pub fn behavioral_main(data: &RunData) -> Selection<'_> {
             formats.into_iter().collect::<Vec<_>>().join(" / ")
         }
     );
-    let passed_over = chat_passed_over(data, &preferred);
     if !passed_over.is_empty() {
+        let mut by_model: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (model, domain) in &passed_over {
+            by_model.entry(model).or_default().push(domain);
+        }
+        let cells: Vec<String> = by_model
+            .into_iter()
+            .map(|(model, domains)| format!("{model} ({})", domains.join(", ")))
+            .collect();
         description.push_str(&format!(
-            "; {} in the plain format, because its chat-format baseline holds fewer than {MIN_BASELINE_TRUE} True beliefs in more domains",
-            passed_over.join(", ")
+            "; plain format where a chat model's chat-format baseline holds fewer than {MIN_BASELINE_TRUE} True beliefs: {}",
+            cells.join(", ")
         ));
     }
     Selection { rows, description }
@@ -224,7 +238,7 @@ pub fn representational<'a>(
 /// Behavioral rows per (K, baseline) variant, labelled for Fig. A5.
 pub fn behavioral_variants(data: &RunData) -> Vec<(String, &StabilityRow)> {
     let mut out: Vec<((usize, bool), String, &StabilityRow)> =
-        behavioral_rows(data, &preferred_formats(data))
+        behavioral_rows(data, &preferred_formats(data).0)
             .into_iter()
             .map(|r| {
                 let k = r.k.unwrap_or(0);
@@ -328,7 +342,11 @@ mod tests {
             behavioral("city", "chat", 40),
             behavioral("city", "plain", 90),
         ]);
-        assert_eq!(preferred_formats(&usable)["m"].as_deref(), Some("chat"));
+        let cell = |d: &str| ("m".to_string(), d.to_string());
+        assert_eq!(
+            preferred_formats(&usable).0[&cell("city")].as_deref(),
+            Some("chat")
+        );
         assert!(!behavioral_main(&usable).description.contains("plain"));
 
         // The chat model that answers "c" to everything: no True beliefs to retract.
@@ -338,10 +356,9 @@ mod tests {
             behavioral("word", "chat", 3),
             behavioral("word", "plain", 10),
         ]);
-        assert_eq!(
-            preferred_formats(&empty_chat)["m"].as_deref(),
-            Some("plain")
-        );
+        let (formats, passed_over) = preferred_formats(&empty_chat);
+        assert_eq!(formats[&cell("word")].as_deref(), Some("plain"));
+        assert_eq!(passed_over.len(), 2);
         let main = behavioral_main(&empty_chat);
         assert!(
             main.rows
@@ -349,9 +366,33 @@ mod tests {
                 .all(|r| r.format.as_deref() == Some("plain"))
         );
         assert!(
-            main.description.contains("m in the plain format"),
+            main.description.contains("True beliefs: m (city, word)"),
             "{}",
             main.description
         );
+
+        // `auto` ran only the chat baseline in city (answers.csv), and chat in word.
+        let mut auto = run(vec![
+            behavioral("city", "plain", 90),
+            behavioral("word", "chat", 50),
+        ]);
+        auto.answers = Some(vec![crate::inputs::AnswerRow {
+            model: "m".into(),
+            domain: "city".into(),
+            condition: "baseline".into(),
+            format: Some("chat".into()),
+            k: Some(100),
+            n: 100,
+            a: 0.0,
+            b: 0.0,
+            c: 100.0,
+            baseline: Some("empty".into()),
+            flag: Some("small_baseline".into()),
+        }]);
+        let (formats, passed_over) = preferred_formats(&auto);
+        assert_eq!(formats[&cell("city")].as_deref(), Some("plain"));
+        assert_eq!(formats[&cell("word")].as_deref(), Some("chat"));
+        assert_eq!(passed_over.into_iter().collect::<Vec<_>>(), [cell("city")]);
+        assert_eq!(behavioral_main(&auto).rows.len(), 2);
     }
 }

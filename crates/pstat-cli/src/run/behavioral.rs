@@ -6,7 +6,7 @@
 use super::clustering::Retractions;
 use super::model::LoadedModel;
 use super::study::Study;
-use pstat_data::{Domain, Statement};
+use pstat_data::{ConditionSet, Domain, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::tables::{AnswerRow, ResampleRow};
@@ -14,7 +14,7 @@ use pstat_prompt::{
     BaselineContext, ContextSpec, Draw, OptionScorer, OptionTokens, PromptFormat, StudySpec,
     TrainingPool, run_units, summarize,
 };
-use pstat_stability::{Bootstrap, StabilityRow};
+use pstat_stability::{Bootstrap, MIN_BASELINE_TRUE, StabilityRow};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -33,20 +33,6 @@ pub fn run(
 ) -> anyhow::Result<BehavioralOutput> {
     let cfg = &study.config.behavioral;
     let codec = EmbeddedCodec::open(model.lm.path())?;
-    let formats: Vec<PromptFormat> = cfg
-        .formats
-        .iter()
-        .map(|f| f.parse::<PromptFormat>().map_err(anyhow::Error::msg))
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
-        .collect();
-    // A base model asked only for chat still gets its plain prompt.
-    let formats = if formats.is_empty() {
-        vec![PromptFormat::Plain]
-    } else {
-        formats
-    };
     let pool = TrainingPool::new(domain, &study.datasets, &study.splits)?;
     let held_out = study.held_out_true(domain);
     let by_id: BTreeMap<&str, &Statement> = study
@@ -66,29 +52,81 @@ pub fn run(
         )?),
         None => Box::new(EmbeddedScorer::new(&model.lm, options)),
     };
+    let dir = study
+        .out
+        .join(&model.name)
+        .join(domain.as_str())
+        .join("behavioral");
+    let spec = |format: PromptFormat, k: usize, baseline: BaselineContext| StudySpec {
+        model: model.name.clone(),
+        domain,
+        format,
+        context: ContextSpec {
+            k,
+            baseline,
+            seed: study.seed_for(&format!("contexts:{domain}")),
+            allow_fewer: cfg.allow_fewer,
+        },
+        resamples: cfg.resamples,
+        shuffle_control: cfg.shuffle_control,
+        dir: dir.clone(),
+    };
+    let bootstrap = Bootstrap {
+        resamples: study.config.bootstrap_resamples,
+        seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
+    };
     let mut output = BehavioralOutput::default();
+    let formats = match FormatChoice::parse(&cfg.formats)? {
+        FormatChoice::Listed(formats) => formats
+            .into_iter()
+            .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
+            .collect(),
+        FormatChoice::Auto if !codec.has_chat_template() => vec![PromptFormat::Plain],
+        FormatChoice::Auto => {
+            // The chat-format empty baseline decides; its unit is reused if chat is kept.
+            let main_k = cfg.k.iter().copied().max().unwrap_or(0);
+            let chat = spec(PromptFormat::Chat, main_k, BaselineContext::Empty);
+            let baseline_only = ConditionSet {
+                conditions: study.conditions.baseline().into_iter().cloned().collect(),
+            };
+            let units = run_units(
+                &chat,
+                &baseline_only,
+                &pool,
+                &test,
+                &codec,
+                scorer.as_mut(),
+                &mut crate::cmd::prompt::Bars(None),
+            )?;
+            let believed = units
+                .first()
+                .map_or(0, |u| u.judgments.iter().filter(|j| j.judged_true).count());
+            if believed >= MIN_BASELINE_TRUE {
+                vec![PromptFormat::Chat]
+            } else {
+                eprintln!(
+                    "   {} {domain}: the chat-format baseline judges {believed} of {} held-out True statements True (fewer than {MIN_BASELINE_TRUE}), so this domain is prompted in the plain format",
+                    model.name,
+                    test.len()
+                );
+                output
+                    .answers
+                    .extend(summarize(&chat, &units, bootstrap)?.answers);
+                vec![PromptFormat::Plain]
+            }
+        }
+    };
+    // A base model asked only for chat still gets its plain prompt.
+    let formats = if formats.is_empty() {
+        vec![PromptFormat::Plain]
+    } else {
+        formats
+    };
     for &format in &formats {
         for &k in &cfg.k {
             for baseline in &cfg.baselines {
                 let baseline: BaselineContext = baseline.parse().map_err(anyhow::Error::msg)?;
-                let spec = StudySpec {
-                    model: model.name.clone(),
-                    domain,
-                    format,
-                    context: ContextSpec {
-                        k,
-                        baseline,
-                        seed: study.seed_for(&format!("contexts:{domain}")),
-                        allow_fewer: cfg.allow_fewer,
-                    },
-                    resamples: cfg.resamples,
-                    shuffle_control: cfg.shuffle_control,
-                    dir: study
-                        .out
-                        .join(&model.name)
-                        .join(domain.as_str())
-                        .join("behavioral"),
-                };
+                let spec = spec(format, k, baseline);
                 let units = run_units(
                     &spec,
                     &study.conditions,
@@ -98,10 +136,6 @@ pub fn run(
                     scorer.as_mut(),
                     &mut crate::cmd::prompt::Bars(None),
                 )?;
-                let bootstrap = Bootstrap {
-                    resamples: study.config.bootstrap_resamples,
-                    seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
-                };
                 let summary = summarize(&spec, &units, bootstrap)?;
                 if let Some((base, rest)) = units.split_first() {
                     let beliefs = |u: &pstat_prompt::UnitResult| -> BTreeMap<String, bool> {
@@ -128,3 +162,30 @@ pub fn run(
     }
     Ok(output)
 }
+
+/// `behavioral.formats`: the formats listed, or `auto` (the paper's rule with a fallback).
+enum FormatChoice {
+    Listed(Vec<PromptFormat>),
+    /// Chat for chat models (the paper, Section 4.4.2), plain for base models; a chat model
+    /// whose chat-format empty baseline holds fewer than [`MIN_BASELINE_TRUE`] True beliefs in a
+    /// domain is prompted plain there instead, since nothing can be retracted from an empty
+    /// belief set (SmolLM2-135M answers "c" to every chat-formatted baseline question).
+    Auto,
+}
+
+impl FormatChoice {
+    fn parse(formats: &[String]) -> anyhow::Result<Self> {
+        if formats.iter().any(|f| f == AUTO) {
+            return Ok(FormatChoice::Auto);
+        }
+        Ok(FormatChoice::Listed(
+            formats
+                .iter()
+                .map(|f| f.parse::<PromptFormat>().map_err(anyhow::Error::msg))
+                .collect::<Result<_, _>>()?,
+        ))
+    }
+}
+
+/// The `behavioral.formats` entry that asks for [`FormatChoice::Auto`].
+pub const AUTO: &str = "auto";

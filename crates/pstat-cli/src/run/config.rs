@@ -90,7 +90,9 @@ pub struct Behavioral {
     pub k: Vec<usize>,
     /// `empty` (the paper's Θ0) and/or `true` (K True training statements; Appendix G).
     pub baselines: Vec<String>,
-    /// `chat` and/or `plain`; chat applies to chat models only.
+    /// `chat` and/or `plain` (chat applies to chat models only), or `auto`: chat for chat
+    /// models as in the paper, plain for base models, and plain for a domain where a chat
+    /// model's chat-format empty baseline holds fewer than 20 True beliefs.
     pub formats: Vec<String>,
     /// Extra independent context draws per Θ (beyond the paper's single draw).
     pub resamples: usize,
@@ -173,7 +175,7 @@ impl Default for Behavioral {
             enabled: true,
             k: vec![100],
             baselines: vec!["empty".into(), "true".into()],
-            formats: vec!["chat".into(), "plain".into()],
+            formats: vec![super::behavioral::AUTO.into()],
             resamples: 0,
             shuffle_control: false,
             allow_fewer: true,
@@ -255,10 +257,14 @@ impl RunConfig {
                 bail!("behavioral.baselines: unknown baseline `{b}` (expected empty or true)");
             }
         }
+        let auto = super::behavioral::AUTO;
         for f in &self.behavioral.formats {
-            if f != "chat" && f != "plain" {
-                bail!("behavioral.formats: unknown format `{f}` (expected chat or plain)");
+            if f != "chat" && f != "plain" && f != auto {
+                bail!("behavioral.formats: unknown format `{f}` (expected chat, plain or {auto})");
             }
+        }
+        if self.behavioral.formats.len() > 1 && self.behavioral.formats.iter().any(|f| f == auto) {
+            bail!("behavioral.formats: `{auto}` chooses the format itself and stands alone");
         }
         if self.behavioral.k.contains(&0) {
             bail!("behavioral.k: context sizes must be positive");
@@ -296,6 +302,7 @@ mod tests {
     fn defaults_are_the_paper_protocol() {
         let c = RunConfig::default();
         assert_eq!(c.behavioral.k, [100]);
+        assert_eq!(c.behavioral.formats, ["auto"]);
         assert_eq!(c.representational.layer_offsets, [-2, -1, 0, 1, 2]);
         assert_eq!(
             c.representational.mass_mean_layer_offsets,
@@ -349,5 +356,12 @@ mod tests {
         assert!(toml::from_str::<RunConfig>("sed = 1").is_err());
         let c: RunConfig = toml::from_str("[behavioral]\nformats = [\"chatt\"]").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("chatt"));
+        let c: RunConfig = toml::from_str("[behavioral]\nformats = [\"auto\", \"chat\"]").unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("stands alone")
+        );
     }
 }

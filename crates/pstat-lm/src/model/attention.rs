@@ -58,6 +58,30 @@ pub struct AttentionShape {
     pub window: Option<usize>,
 }
 
+/// Rows of queries one attention task handles: whole sequences are grouped up to this many
+/// rows, so that the product against the shared prefix's keys runs as one tall matrix product
+/// (a single sequence's ~50 suffix rows leave gemm mostly packing the prefix) while a task's
+/// score block (rows × prefix length) stays cache-sized.
+const ROWS_PER_TASK: usize = 256;
+
+/// Consecutive runs of whole sequences, each up to [`ROWS_PER_TASK`] rows (a longer sequence
+/// forms a group of its own): `groups[g]..groups[g + 1]` are sequence indices.
+fn sequence_groups(packing: &Packing) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for s in 0..packing.n_sequences() {
+        let rows = packing.offsets[s + 1] - packing.offsets[start];
+        if s > start && rows > ROWS_PER_TASK {
+            groups.push(start..s);
+            start = s;
+        }
+    }
+    if start < packing.n_sequences() {
+        groups.push(start..packing.n_sequences());
+    }
+    groups
+}
+
 /// Attention output `[rows × n_heads·value_dim]` for queries `q` `[rows × n_heads·head_dim]`
 /// against the prefix's keys/values followed by each sequence's own `k`/`v`
 /// (`[rows × n_kv_heads·head_dim]`). A row at index i of its sequence has position
@@ -82,57 +106,73 @@ pub fn attend(
     let empty = LayerKv::default();
     let prefix = prefix.unwrap_or(&empty);
     let prefix_len = prefix.k.len() / k_stride;
-    let group = n_heads / n_kv_heads;
-    let tasks: Vec<(usize, usize)> = (0..packing.n_sequences())
-        .flat_map(|s| (0..n_heads).map(move |h| (s, h)))
+    let group_size = n_heads / n_kv_heads;
+    // Keys of the prefix that no query can see (sliding window) are skipped: every sequence's
+    // first query sits at position prefix_len.
+    let first_visible = shape
+        .window
+        .map_or(0, |w| (prefix_len + 1).saturating_sub(w));
+    let p = prefix_len - first_visible;
+    let tasks: Vec<(std::ops::Range<usize>, usize)> = sequence_groups(packing)
+        .into_iter()
+        .flat_map(|g| (0..n_heads).map(move |h| (g.clone(), h)))
         .collect();
     let head_outputs: Vec<Vec<f32>> = tasks
         .par_iter()
-        .map(|&(s, h)| {
-            let rows = packing.range(s);
-            let t = rows.len();
-            let kv = h / group;
-            // Keys of the prefix that no query of this sequence can see (sliding window) are
-            // skipped: the first query sits at position prefix_len.
-            let first_visible = shape
-                .window
-                .map_or(0, |w| (prefix_len + 1).saturating_sub(w));
-            let p = prefix_len - first_visible;
-            let width = p + t;
-            let mut scores = vec![0.0f32; t * width];
-            let q_view = View::rows(q, rows.start * q_stride + h * head_dim, q_stride);
+        .map(|(group, h)| {
+            let h = *h;
+            let kv = h / group_size;
+            let first_row = packing.offsets[group.start];
+            let n_rows = packing.offsets[group.end] - first_row;
+            let longest = group
+                .clone()
+                .map(|s| packing.range(s).len())
+                .max()
+                .unwrap_or(0);
+            let width = p + longest;
+            let mut scores = vec![0.0f32; n_rows * width];
+            let q_rows = |row: usize| View::rows(q, row * q_stride + h * head_dim, q_stride);
+            // Every row of the group against the shared prefix: one product.
             gemm_into(
                 &mut scores,
                 width,
-                q_view,
+                q_rows(first_row),
                 View::transposed(
                     &prefix.k,
                     first_visible * k_stride + kv * head_dim,
                     k_stride,
                 ),
-                (t, p, head_dim),
+                (n_rows, p, head_dim),
                 shape.scale,
                 false,
                 1,
             );
-            gemm_into(
-                &mut scores[p..],
-                width,
-                q_view,
-                View::transposed(&own.k, rows.start * k_stride + kv * head_dim, k_stride),
-                (t, t, head_dim),
-                shape.scale,
-                false,
-                1,
-            );
-            for (i, row) in scores.chunks_exact_mut(width).enumerate() {
-                let pos = prefix_len + i;
-                // Visible key positions: [pos + 1 − window, pos], mapped to score columns.
-                let lo_pos = shape.window.map_or(0, |w| (pos + 1).saturating_sub(w));
-                let lo = lo_pos.max(first_visible) - first_visible;
-                masked_softmax(row, lo..p + i + 1);
+            for s in group.clone() {
+                let rows = packing.range(s);
+                let t = rows.len();
+                let local = rows.start - first_row;
+                gemm_into(
+                    &mut scores[local * width + p..],
+                    width,
+                    q_rows(rows.start),
+                    View::transposed(&own.k, rows.start * k_stride + kv * head_dim, k_stride),
+                    (t, t, head_dim),
+                    shape.scale,
+                    false,
+                    1,
+                );
+                for (i, row) in scores[local * width..(local + t) * width]
+                    .chunks_exact_mut(width)
+                    .enumerate()
+                {
+                    let pos = prefix_len + i;
+                    // Visible key positions: [pos + 1 − window, pos], mapped to score columns.
+                    let lo_pos = shape.window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                    let lo = lo_pos.max(first_visible) - first_visible;
+                    masked_softmax(row, lo..p + i + 1);
+                }
             }
-            let mut out = vec![0.0f32; t * value_dim];
+            let mut out = vec![0.0f32; n_rows * value_dim];
             gemm_into(
                 &mut out,
                 value_dim,
@@ -142,31 +182,51 @@ pub fn attend(
                     first_visible * v_stride + kv * value_dim,
                     v_stride,
                 ),
-                (t, value_dim, p),
+                (n_rows, value_dim, p),
                 1.0,
                 false,
                 1,
             );
-            gemm_into(
-                &mut out,
-                value_dim,
-                View::rows(&scores, p, width),
-                View::rows(&own.v, rows.start * v_stride + kv * value_dim, v_stride),
-                (t, value_dim, t),
-                1.0,
-                true,
-                1,
-            );
+            for s in group.clone() {
+                let rows = packing.range(s);
+                let t = rows.len();
+                let local = rows.start - first_row;
+                gemm_into(
+                    &mut out[local * value_dim..],
+                    value_dim,
+                    View::rows(&scores, local * width + p, width),
+                    View::rows(&own.v, rows.start * v_stride + kv * value_dim, v_stride),
+                    (t, value_dim, t),
+                    1.0,
+                    true,
+                    1,
+                );
+            }
             out
         })
         .collect();
     let out_stride = n_heads * value_dim;
     let mut out = vec![0.0f32; packing.n_rows() * out_stride];
-    for (&(s, h), head) in tasks.iter().zip(&head_outputs) {
-        for (i, row) in packing.range(s).zip(head.chunks_exact(value_dim)) {
-            let at = i * out_stride + h * value_dim;
+    for ((group, h), head) in tasks.iter().zip(&head_outputs) {
+        let first_row = packing.offsets[group.start];
+        for (i, row) in head.chunks_exact(value_dim).enumerate() {
+            let at = (first_row + i) * out_stride + h * value_dim;
             out[at..at + value_dim].copy_from_slice(row);
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_hold_whole_sequences_up_to_the_row_budget() {
+        let lengths = [100, 100, 56, 1, 300, 20, 20];
+        let groups = sequence_groups(&Packing::from_lengths(lengths));
+        // 100 + 100 + 56 = 256 fits; the 1 would overflow; 300 stands alone.
+        assert_eq!(groups, vec![0..3, 3..4, 4..5, 5..7]);
+        assert!(sequence_groups(&Packing::from_lengths([])).is_empty());
+    }
 }
