@@ -3,27 +3,87 @@
 
 const LANES: usize = 8;
 
+/// A storage type the kernels read; the arithmetic is always f64.
+pub trait Real: Copy {
+    fn widen(self) -> f64;
+}
+
+impl Real for f64 {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        self
+    }
+}
+
+impl Real for f32 {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        self as f64
+    }
+}
+
 /// Σ a_i b_i.
-pub fn dot(a: &[f64], b: &[f64]) -> f64 {
+pub fn dot<T: Real>(a: &[T], b: &[f64]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU supports AVX2 (checked at run time).
+        return unsafe { dot_avx2(a, b) };
+    }
+    dot_body(a, b)
+}
+
+/// y += s·x.
+pub fn axpy<T: Real>(s: f64, x: &[T], y: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU supports AVX2 (checked at run time).
+        return unsafe { axpy_avx2(s, x, y) };
+    }
+    axpy_body(s, x, y)
+}
+
+#[inline(always)]
+fn dot_body<T: Real>(a: &[T], b: &[f64]) -> f64 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0.0f64; LANES];
     let (a8, a_rest) = a.split_at(a.len() - a.len() % LANES);
     let (b8, b_rest) = b.split_at(a8.len());
     for (ca, cb) in a8.chunks_exact(LANES).zip(b8.chunks_exact(LANES)) {
         for k in 0..LANES {
-            acc[k] += ca[k] * cb[k];
+            acc[k] += ca[k].widen() * cb[k];
         }
     }
-    let tail: f64 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
+    let tail: f64 = a_rest.iter().zip(b_rest).map(|(x, y)| x.widen() * y).sum();
     acc.iter().sum::<f64>() + tail
 }
 
-/// y += s·x.
-pub fn axpy(s: f64, x: &[f64], y: &mut [f64]) {
+#[inline(always)]
+fn axpy_body<T: Real>(s: f64, x: &[T], y: &mut [f64]) {
     debug_assert_eq!(x.len(), y.len());
     for (yi, xi) in y.iter_mut().zip(x) {
-        *yi += s * xi;
+        *yi += s * xi.widen();
     }
+}
+
+// The QP's coordinate steps are these two kernels over 576-wide rows; the portable build
+// targets SSE2 (two f64 lanes), so an AVX2 copy (four lanes) is picked at run time. Rust never
+// fuses a multiply and an add on its own, so both copies give the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn dot_avx2<T: Real>(a: &[T], b: &[f64]) -> f64 {
+    dot_body(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn axpy_avx2<T: Real>(s: f64, x: &[T], y: &mut [f64]) {
+    axpy_body(s, x, y)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVX2.get_or_init(|| is_x86_feature_detected!("avx2"))
 }
 
 pub fn norm(a: &[f64]) -> f64 {
@@ -75,6 +135,9 @@ mod tests {
         let a: Vec<f64> = (0..19).map(|i| i as f64).collect();
         let expect: f64 = a.iter().map(|x| x * x).sum();
         assert_eq!(dot(&a, &a), expect);
+        let a32: Vec<f32> = a.iter().map(|&x| x as f32).collect();
+        assert_eq!(dot(&a32, &a), expect);
+        assert_eq!(dot_body(&a32, &a), dot(&a32, &a), "dispatch keeps the bits");
     }
 
     #[test]

@@ -60,7 +60,9 @@ pub struct Representational {
     /// rule for every fit (the paper); a value skips the search (`--quick` uses 0.1).
     pub sawmil_c: Option<f64>,
     /// Statements per split used to select the veracity layer (last-token Mass-Mean fit on
-    /// this many training statements, AUC on this many calibration statements).
+    /// this many training statements, AUC on this many calibration statements). 500: the AUC's
+    /// standard error is about 0.013 there, and SmolLM2's curve is flat to within 0.01 over its
+    /// top layers even at 1500, so more statements make the choice slower, not steadier.
     pub selection_statements: usize,
 }
 
@@ -164,7 +166,7 @@ impl Default for Representational {
             mass_mean_layer_offsets: vec![-2, -1, 0, 1, 2],
             veracity_layer: None,
             sawmil_c: None,
-            selection_statements: 1500,
+            selection_statements: 500,
         }
     }
 }
