@@ -230,31 +230,23 @@ impl RopeTable {
 
     /// Rotates every head of every row of `x` (`[positions.len() × n_heads·head_dim]`) in place.
     pub fn apply(&self, x: &mut [f32], head_dim: usize, positions: &[usize], style: RopeStyle) {
-        const ROWS: usize = 64;
-        if positions.is_empty() {
-            return;
-        }
-        let width = x.len() / positions.len();
+        let width = x.len() / positions.len().max(1);
         let half = self.half;
-        x.par_chunks_mut(width * ROWS)
-            .zip(positions.par_chunks(ROWS))
-            .for_each(|(block, positions)| {
-                for (row, &pos) in block.chunks_exact_mut(width).zip(positions) {
-                    let cos = &self.cos[pos * half..(pos + 1) * half];
-                    let sin = &self.sin[pos * half..(pos + 1) * half];
-                    for head in row.chunks_exact_mut(head_dim) {
-                        for i in 0..half {
-                            let (a, b) = match style {
-                                RopeStyle::Interleaved => (2 * i, 2 * i + 1),
-                                RopeStyle::Neox => (i, i + half),
-                            };
-                            let (x0, x1) = (head[a], head[b]);
-                            head[a] = x0 * cos[i] - x1 * sin[i];
-                            head[b] = x0 * sin[i] + x1 * cos[i];
-                        }
-                    }
+        for (row, &pos) in x.chunks_exact_mut(width).zip(positions) {
+            let cos = &self.cos[pos * half..(pos + 1) * half];
+            let sin = &self.sin[pos * half..(pos + 1) * half];
+            for head in row.chunks_exact_mut(head_dim) {
+                for i in 0..half {
+                    let (a, b) = match style {
+                        RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                        RopeStyle::Neox => (i, i + half),
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * cos[i] - x1 * sin[i];
+                    head[b] = x0 * sin[i] + x1 * cos[i];
                 }
-            });
+            }
+        }
     }
 }
 
