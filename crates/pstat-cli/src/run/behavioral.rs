@@ -75,6 +75,17 @@ pub fn run(
         resamples: study.config.bootstrap_resamples,
         seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
     };
+    let mut score = |spec: &StudySpec, conditions: &ConditionSet| {
+        run_units(
+            spec,
+            conditions,
+            &pool,
+            &test,
+            &codec,
+            scorer.as_mut(),
+            &mut crate::cmd::prompt::Bars(None),
+        )
+    };
     let mut output = BehavioralOutput::default();
     let formats = match FormatChoice::parse(&cfg.formats)? {
         FormatChoice::Listed(formats) => formats
@@ -89,15 +100,7 @@ pub fn run(
             let baseline_only = ConditionSet {
                 conditions: study.conditions.baseline().into_iter().cloned().collect(),
             };
-            let units = run_units(
-                &chat,
-                &baseline_only,
-                &pool,
-                &test,
-                &codec,
-                scorer.as_mut(),
-                &mut crate::cmd::prompt::Bars(None),
-            )?;
+            let units = score(&chat, &baseline_only)?;
             let believed = units
                 .first()
                 .map_or(0, |u| u.judgments.iter().filter(|j| j.judged_true).count());
@@ -127,15 +130,7 @@ pub fn run(
             for baseline in &cfg.baselines {
                 let baseline: BaselineContext = baseline.parse().map_err(anyhow::Error::msg)?;
                 let spec = spec(format, k, baseline);
-                let units = run_units(
-                    &spec,
-                    &study.conditions,
-                    &pool,
-                    &test,
-                    &codec,
-                    scorer.as_mut(),
-                    &mut crate::cmd::prompt::Bars(None),
-                )?;
+                let units = score(&spec, &study.conditions)?;
                 let summary = summarize(&spec, &units, bootstrap)?;
                 if let Some((base, rest)) = units.split_first() {
                     let beliefs = |u: &pstat_prompt::UnitResult| -> BTreeMap<String, bool> {
