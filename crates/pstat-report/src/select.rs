@@ -104,8 +104,8 @@ pub struct Selection<'a> {
     pub description: String,
 }
 
-/// A (model, domain) pair.
-type Cell = (String, String);
+/// A (model, domain) pair, borrowed from the run's rows.
+type Cell<'a> = (&'a str, &'a str);
 
 /// The prompt format of each (model, domain)'s main behavioral results, by the run's `auto`
 /// rule: chat (the paper prompts chat models in chat) unless its empty-context baseline holds
@@ -114,16 +114,16 @@ type Cell = (String, String);
 /// against an empty belief set say nothing. Returns the choice and the cells where a too-small
 /// chat baseline was passed over (seen in `stability.csv`, or in `answers.csv` when `auto`
 /// ran only the chat baseline).
-fn preferred_formats(data: &RunData) -> (BTreeMap<Cell, Option<String>>, BTreeSet<Cell>) {
+fn preferred_formats(data: &RunData) -> (BTreeMap<Cell<'_>, Option<String>>, BTreeSet<Cell<'_>>) {
     let mut present: BTreeMap<Cell, BTreeSet<Option<String>>> = BTreeMap::new();
     let mut small_chat: BTreeSet<Cell> = BTreeSet::new();
     for r in point_rows(data).filter(|r| r.instantiation == BEHAVIORAL) {
-        let cell = (r.model.clone(), r.domain.clone());
+        let cell = (r.model.as_str(), r.domain.as_str());
         if r.format.as_deref() == Some("chat")
             && is_empty_baseline(r)
             && r.n_baseline_true < MIN_BASELINE_TRUE
         {
-            small_chat.insert(cell.clone());
+            small_chat.insert(cell);
         }
         present.entry(cell).or_default().insert(r.format.clone());
     }
@@ -132,7 +132,7 @@ fn preferred_formats(data: &RunData) -> (BTreeMap<Cell, Option<String>>, BTreeSe
             && a.baseline.as_deref() != Some("true")
             && a.flag.as_deref() == Some("small_baseline")
         {
-            small_chat.insert((a.model.clone(), a.domain.clone()));
+            small_chat.insert((a.model.as_str(), a.domain.as_str()));
         }
     }
     let chat = Some("chat".to_string());
@@ -142,7 +142,7 @@ fn preferred_formats(data: &RunData) -> (BTreeMap<Cell, Option<String>>, BTreeSe
         .into_iter()
         .map(|(cell, formats)| {
             let format = if small_chat.contains(&cell) && formats.contains(&plain) {
-                passed_over.insert(cell.clone());
+                passed_over.insert(cell);
                 plain.clone()
             } else if formats.contains(&chat) {
                 chat.clone()
@@ -166,7 +166,7 @@ fn behavioral_rows<'a>(
 ) -> Vec<&'a StabilityRow> {
     point_rows(data)
         .filter(|r| r.instantiation == BEHAVIORAL)
-        .filter(|r| formats.get(&(r.model.clone(), r.domain.clone())) == Some(&r.format))
+        .filter(|r| formats.get(&(r.model.as_str(), r.domain.as_str())) == Some(&r.format))
         .collect()
 }
 
@@ -194,7 +194,7 @@ pub fn behavioral_main(data: &RunData) -> Selection<'_> {
     );
     if !passed_over.is_empty() {
         let mut by_model: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (model, domain) in &passed_over {
+        for &(model, domain) in &passed_over {
             by_model.entry(model).or_default().push(domain);
         }
         let cells: Vec<String> = by_model
@@ -342,7 +342,7 @@ mod tests {
             behavioral("city", "chat", 40),
             behavioral("city", "plain", 90),
         ]);
-        let cell = |d: &str| ("m".to_string(), d.to_string());
+        let cell = |d: &'static str| ("m", d);
         assert_eq!(
             preferred_formats(&usable).0[&cell("city")].as_deref(),
             Some("chat")

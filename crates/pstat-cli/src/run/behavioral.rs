@@ -88,10 +88,18 @@ pub fn run(
     };
     let mut output = BehavioralOutput::default();
     let formats = match FormatChoice::parse(&cfg.formats)? {
-        FormatChoice::Listed(formats) => formats
-            .into_iter()
-            .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
-            .collect(),
+        FormatChoice::Listed(formats) => {
+            let usable: Vec<PromptFormat> = formats
+                .into_iter()
+                .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
+                .collect();
+            // A base model asked only for chat still gets its plain prompt.
+            if usable.is_empty() {
+                vec![PromptFormat::Plain]
+            } else {
+                usable
+            }
+        }
         FormatChoice::Auto if !codec.has_chat_template() => vec![PromptFormat::Plain],
         FormatChoice::Auto => {
             // The chat-format empty baseline decides; its unit is reused if chat is kept.
@@ -118,12 +126,6 @@ pub fn run(
                 vec![PromptFormat::Plain]
             }
         }
-    };
-    // A base model asked only for chat still gets its plain prompt.
-    let formats = if formats.is_empty() {
-        vec![PromptFormat::Plain]
-    } else {
-        formats
     };
     for &format in &formats {
         for &k in &cfg.k {
