@@ -58,6 +58,10 @@ pub struct Manifest {
     /// sha256 of the GGUF file, when a model was involved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_sha256: Option<String>,
+    /// SIMD family of the f32 kernels that ran the model (`pstat_lm::kernel_isa`): machines
+    /// with another family reproduce the results only up to float rounding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_isa: Option<String>,
     pub seed: u64,
     /// What this artifact is, e.g. `stability`, `activations city_locations layer 15`.
     pub artifact: String,
@@ -70,13 +74,15 @@ impl Manifest {
             config_hash: config_hash.to_string(),
             data_hash: data_hash.to_string(),
             model_sha256: None,
+            kernel_isa: None,
             seed,
             artifact: artifact.into(),
         }
     }
 
-    pub fn with_model(mut self, sha256: &str) -> Self {
+    pub fn with_model(mut self, sha256: &str, kernel_isa: &str) -> Self {
         self.model_sha256 = Some(sha256.to_string());
+        self.kernel_isa = Some(kernel_isa.to_string());
         self
     }
 

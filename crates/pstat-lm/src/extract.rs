@@ -84,6 +84,9 @@ mod tests {
         assert_eq!(shared_prefix_len(&[vec![1, 2, 3, 4], vec![1, 2, 3, 5]]), 3);
         assert_eq!(shared_prefix_len(&[vec![1, 2, 3], vec![1, 2, 3, 4]]), 2);
         assert_eq!(shared_prefix_len(&[vec![7, 8]]), 1);
+        assert_eq!(shared_prefix_len(&[vec![1, 2, 3], vec![1, 2, 3]]), 2);
+        let three = [vec![1, 2, 3, 4], vec![1, 2, 3, 5, 6], vec![1, 2, 7]];
+        assert_eq!(shared_prefix_len(&three), 2);
         assert_eq!(shared_prefix_len(&[]), 0);
     }
 }

@@ -19,4 +19,5 @@ pub mod tokenizer;
 
 pub use gguf::{Arch, GgufError, GgufFile, ModelConfig};
 pub use model::PrefixCache;
+pub use model::ops::kernel_isa;
 pub use runtime::{LanguageModel, LmError, NextToken, OptionScores, option_token_ids};

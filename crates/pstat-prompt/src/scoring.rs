@@ -5,6 +5,7 @@
 
 use crate::error::PromptError;
 use crate::template::{LABELS, PREFILL, PromptFormat, plain_text, user_turn};
+use pstat_lm::extract::shared_prefix_len;
 use serde::{Deserialize, Serialize};
 
 /// A model's tokenizer and chat template, as far as prompting needs them.
@@ -118,24 +119,6 @@ impl EncodedPrompts {
     }
 }
 
-/// Length of the longest common prefix, capped so every sequence keeps one token after it.
-pub fn shared_prefix_len(tokens: &[Vec<u32>]) -> usize {
-    let Some(first) = tokens.first() else {
-        return 0;
-    };
-    let mut len = first.len();
-    for t in &tokens[1..] {
-        len = first
-            .iter()
-            .zip(t)
-            .take(len)
-            .take_while(|(a, b)| a == b)
-            .count();
-    }
-    let shortest = tokens.iter().map(Vec::len).min().unwrap_or(0);
-    len.min(shortest.saturating_sub(1))
-}
-
 /// p(a), p(b), p(c) after one prompt, and the mass on every other token.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OptionProbs {
@@ -194,16 +177,6 @@ pub trait OptionScorer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shared_prefix_leaves_every_prompt_a_suffix() {
-        let t = vec![vec![1, 2, 3, 4], vec![1, 2, 3, 5, 6], vec![1, 2, 7]];
-        assert_eq!(shared_prefix_len(&t), 2);
-        assert_eq!(shared_prefix_len(&[vec![1, 2, 3]]), 2);
-        assert_eq!(shared_prefix_len(&[vec![1, 2, 3], vec![1, 2, 3]]), 2);
-        assert_eq!(shared_prefix_len(&[vec![1, 2, 3], vec![1, 2]]), 1);
-        assert_eq!(shared_prefix_len(&[]), 0);
-    }
 
     #[test]
     fn answer_is_the_argmax_and_only_a_is_true() {

@@ -138,7 +138,7 @@ pub fn run(
             write_json_atomic(&result_path, &stored)?;
             study
                 .manifest(format!("clusters {} {domain}", model.name), domain)
-                .with_model(model.lm.sha256())
+                .with_model(model.lm.sha256(), pstat_lm::kernel_isa())
                 .write_beside(&result_path)?;
             stored
         }

@@ -101,7 +101,7 @@ pub fn run(
         write_json_atomic(&rows_path, &unit_rows)?;
         study
             .manifest(format!("{probe} layer {layer} {domain}"), domain)
-            .with_model(model.lm.sha256())
+            .with_model(model.lm.sha256(), pstat_lm::kernel_isa())
             .write_beside(&rows_path)?;
         rows.extend(unit_rows);
     }

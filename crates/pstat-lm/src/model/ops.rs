@@ -368,6 +368,26 @@ fn gated_avx2(out: &mut [f32], gate: &[f32], up: &[f32], act: GatedActivation) {
     gated_body(out, gate, up, act)
 }
 
+/// The SIMD family this CPU runs the f32 kernels with (gemm picks AVX-512 where present, else
+/// AVX2 + FMA). Different families sum in different orders, so results are bit-identical only
+/// between machines that share one; manifests record it.
+pub fn kernel_isa() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("avx512f") {
+            "x86_64 avx512f"
+        } else if has_avx2() {
+            "x86_64 avx2+fma"
+        } else {
+            "x86_64 sse2"
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        std::env::consts::ARCH
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 fn has_avx2() -> bool {
     static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
