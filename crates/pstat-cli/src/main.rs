@@ -7,7 +7,8 @@ mod run;
 
 use clap::{Parser, Subcommand};
 
-/// `0.1.0 (commit <hash>, dirty)`: the git state the binary was built from (build.rs).
+/// `0.1.0 (commit <hash>, dirty: true|false|unknown)`: the git state the binary was built
+/// from (build.rs).
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
