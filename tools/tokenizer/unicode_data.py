@@ -34,14 +34,14 @@ def main():
     out.write("// (llama-cpp-python 0.3.36). Do not edit.\n\n")
     out.write("/// `(first codepoint, category flags)`: each range runs to the next one's start.\n")
     out.write("#[rustfmt::skip]\n")
-    out.write(f"pub(super) const CATEGORY_RANGES: [(u32, u8); {len(ranges) - 1}] = [\n")
+    out.write(f"pub(super) static CATEGORY_RANGES: [(u32, u8); {len(ranges) - 1}] = [\n")
     body = ranges[:-1]
     for i in range(0, len(body), 6):
         out.write("    " + " ".join(f"(0x{a:06X}, 0x{b:02X})," for a, b in body[i : i + 6]) + "\n")
     out.write("];\n\n")
     out.write("/// Codepoints llama.cpp counts as whitespace (`\\s`).\n")
     out.write("#[rustfmt::skip]\n")
-    out.write(f"pub(super) const WHITESPACE: [u32; {len(whitespace)}] = [\n")
+    out.write(f"pub(super) static WHITESPACE: [u32; {len(whitespace)}] = [\n")
     for i in range(0, len(whitespace), 8):
         out.write("    " + " ".join(f"0x{c:06X}," for c in whitespace[i : i + 8]) + "\n")
     out.write("];\n")

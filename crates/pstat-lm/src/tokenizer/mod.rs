@@ -696,7 +696,8 @@ fn adjust_attributes(
     let has = |text: &str| id(text).is_some();
     let call = has("<|call|>") || has("<|calls|>");
     if let Some(end) = id("<|end|>")
-        && ((has("<|return|>") && call) || (call && has("<|flush|>")))
+        && call
+        && (has("<|return|>") || has("<|flush|>"))
     {
         attrs[end] = attr::USER_DEFINED;
     }

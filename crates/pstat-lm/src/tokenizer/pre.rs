@@ -124,7 +124,7 @@ pub(super) fn split(text: &str, splits: &[Split]) -> Vec<Range<usize>> {
         cpts,
         bytes,
     };
-    let mut pieces = vec![0..text.cpts.len()];
+    let mut pieces: Vec<Range<usize>> = std::iter::once(0..text.cpts.len()).collect();
     for &step in splits {
         let mut next = Vec::with_capacity(pieces.len() * 2);
         for piece in pieces {
