@@ -105,7 +105,22 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
-            std::process::ExitCode::FAILURE
+            exit_code(&err)
         }
+    }
+}
+
+/// 2 for input pstat refuses by design (a tokenizer it cannot reproduce exactly), 1 otherwise.
+fn exit_code(err: &anyhow::Error) -> std::process::ExitCode {
+    let refused = err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<pstat_lm::tokenizer::TokenizerError>(),
+            Some(pstat_lm::tokenizer::TokenizerError::Unsupported(_))
+        )
+    });
+    if refused {
+        std::process::ExitCode::from(2)
+    } else {
+        std::process::ExitCode::FAILURE
     }
 }
