@@ -180,7 +180,7 @@ pub fn linear(x: &[f32], n: usize, w: &Matrix) -> Vec<f32> {
     if n == 0 || w.rows == 0 || w.cols == 0 {
         return out;
     }
-    let tiles = row_tiles(w.rows, w.cols);
+    let tiles = row_tiles(w.rows, w.cols, threads);
     let threads_per_tile = (threads / tiles.len()).max(1);
     let dst = SharedDst(out.as_mut_ptr());
     tiles.into_par_iter().for_each(|rows| {
@@ -229,10 +229,17 @@ thread_local! {
 }
 
 /// Consecutive row ranges covering `0..rows`, each at least [`MIN_TILE_ROWS`] long (or the
-/// whole matrix), of about [`TILE_BYTES`] of f32 each.
-fn row_tiles(rows: usize, cols: usize) -> Vec<std::ops::Range<usize>> {
+/// whole matrix), of about [`TILE_BYTES`] of f32 each, in whole rounds of `threads` tiles
+/// where there are enough rows (a last round of fewer tiles leaves threads idle).
+fn row_tiles(rows: usize, cols: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
     let target = (TILE_BYTES / (4 * cols.max(1))).max(MIN_TILE_ROWS);
-    let count = (rows / target).max(1);
+    let mut count = (rows / target).max(1).div_ceil(threads) * threads;
+    while count > threads && rows / count < MIN_TILE_ROWS {
+        count -= threads;
+    }
+    while count > 1 && rows / count < MIN_TILE_ROWS {
+        count -= 1;
+    }
     (0..count)
         .map(|i| i * rows / count..(i + 1) * rows / count)
         .collect()
@@ -520,6 +527,27 @@ mod tests {
         assert_eq!(row[10], 0.0);
         for (a, b) in row[1..10].iter().zip(&reference) {
             assert!((*a as f64 - b).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn row_tiles_cover_rows_in_long_enough_balanced_tiles() {
+        for (rows, cols, threads) in [
+            (100, 64, 2),
+            (500, 576, 2),
+            (3072, 576, 2),
+            (49152, 576, 2),
+            (8192, 2048, 16),
+            (2048, 8192, 3),
+        ] {
+            let tiles = row_tiles(rows, cols, threads);
+            assert_eq!(tiles.first().unwrap().start, 0);
+            assert_eq!(tiles.last().unwrap().end, rows);
+            assert!(tiles.windows(2).all(|w| w[0].end == w[1].start));
+            assert!(tiles.len() == 1 || tiles.iter().all(|t| t.len() >= MIN_TILE_ROWS));
+            if rows >= threads * MIN_TILE_ROWS {
+                assert_eq!(tiles.len() % threads, 0, "{rows} rows on {threads} threads");
+            }
         }
     }
 
