@@ -8,6 +8,8 @@
 //! [`layers`]; [`attention`] and [`ops`] hold the kernels.
 
 pub mod attention;
+#[cfg(target_arch = "x86_64")]
+mod dequant_avx2;
 pub mod gemma3;
 pub mod layers;
 pub mod llama;
