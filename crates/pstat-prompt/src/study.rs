@@ -5,10 +5,10 @@ use crate::context::{BaselineContext, BeliefContext, ContextSpec, Draw, Training
 use crate::error::PromptError;
 use crate::record::{Judgment, UnitFiles, UnitMeta, ids_sha256};
 use crate::scoring::{EncodedPrompts, OptionScorer, PromptCodec, render};
-use crate::tables::{AnswerRow, ResampleRow};
+use crate::tables::{AnswerRow, ResampleRow, answer_row, resample_rows};
 use crate::template::PromptFormat;
 use pstat_data::{Condition, ConditionSet, Domain, Statement};
-use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare};
+use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
 use std::path::PathBuf;
 
 /// What one study computes.
@@ -233,14 +233,14 @@ pub fn summarize(
             condition: unit.condition.clone(),
             resample: unit.draw.resample_column(),
         };
-        stability.push(StabilityRow::new(key, &cmp, bootstrap));
+        stability.push(stability_row(key, &cmp, bootstrap));
     }
     let answers = units
         .iter()
         .enumerate()
-        .map(|(i, u)| AnswerRow::new(spec, u, i == 0))
+        .map(|(i, u)| answer_row(spec, u, i == 0))
         .collect();
-    let resamples = ResampleRow::from_units(spec, units, &stability);
+    let resamples = resample_rows(spec, units, &stability);
     Ok(Summary {
         stability,
         answers,

@@ -22,7 +22,7 @@ pub use inputs::RunData;
 
 use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, stability_figure};
 use html::Section;
-use inputs::{DistanceRow, FamiliarityRow};
+use inputs::{distance_cell, familiarity_cell};
 use select::{
     BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, behavioral_variants,
     representational, sawmil_layer_offsets,
@@ -121,7 +121,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     }
     match &data.distances {
         Some(rows) => {
-            let cells: Vec<KindCell> = rows.iter().map(DistanceRow::cell).collect();
+            let cells: Vec<KindCell> = rows.iter().map(distance_cell).collect();
             render(figures::fig2_distances(&cells), &mut familiarity)?;
             familiarity.tables.extend(kind_tables(
                 "table_distances",
@@ -134,7 +134,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     }
     match &data.familiarity {
         Some(rows) => {
-            let cells: Vec<KindCell> = rows.iter().map(FamiliarityRow::cell).collect();
+            let cells: Vec<KindCell> = rows.iter().map(familiarity_cell).collect();
             render(figures::familiarity_figure(&cells), &mut familiarity)?;
             familiarity.tables.extend(kind_tables(
                 "table_familiarity",

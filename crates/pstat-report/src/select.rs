@@ -128,9 +128,7 @@ fn preferred_formats(data: &RunData) -> (BTreeMap<Cell<'_>, Option<String>>, BTr
         present.entry(cell).or_default().insert(r.format.clone());
     }
     for a in data.answers.iter().flatten() {
-        if a.format.as_deref() == Some("chat")
-            && a.baseline.as_deref() != Some("true")
-            && a.flag.as_deref() == Some("small_baseline")
+        if a.format == "chat" && a.baseline != "true" && a.flag.as_deref() == Some("small_baseline")
         {
             small_chat.insert((a.model.as_str(), a.domain.as_str()));
         }
@@ -307,16 +305,7 @@ mod tests {
         RunData {
             dir: "run".into(),
             stability: rows,
-            layers: None,
-            familiarity: None,
-            distances: None,
-            bigram_curves: None,
-            bigram_distances: None,
-            cluster_members: None,
-            cluster_results: Vec::new(),
-            themes: None,
-            answers: None,
-            manifest: None,
+            ..RunData::default()
         }
     }
 
@@ -379,14 +368,16 @@ mod tests {
         auto.answers = Some(vec![crate::inputs::AnswerRow {
             model: "m".into(),
             domain: "city".into(),
+            format: "chat".into(),
+            k: 100,
+            baseline: "empty".into(),
             condition: "baseline".into(),
-            format: Some("chat".into()),
-            k: Some(100),
+            draw: "main".into(),
             n: 100,
-            a: 0.0,
-            b: 0.0,
-            c: 100.0,
-            baseline: Some("empty".into()),
+            a: 0,
+            b: 0,
+            c: 100,
+            mean_leftover: 0.0,
             flag: Some("small_baseline".into()),
         }]);
         let (formats, passed_over) = preferred_formats(&auto);

@@ -13,4 +13,4 @@ pub mod table;
 
 pub use aggregate::{AggregateRow, aggregate_across_models};
 pub use belief::{BeliefComparison, Bootstrap, Judgments, Rate, StabilityError, compare};
-pub use table::{MIN_BASELINE_TRUE, RowKey, StabilityRow, read_csv, upsert, write_csv, write_json};
+pub use table::{MIN_BASELINE_TRUE, RowKey, StabilityRow, stability_row};

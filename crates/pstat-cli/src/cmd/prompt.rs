@@ -7,15 +7,13 @@
 
 use anyhow::{Context, bail};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use pstat_data::{
     ConditionSet, DataRoot, Domain, Kind, SplitConfig, load_all, split::exclusive_split,
 };
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
-use pstat_prompt::tables::{upsert_answers, upsert_resamples};
 use pstat_prompt::{
-    BaselineContext, ContextSpec, OptionScorer, OptionTokens, Progress, PromptFormat, StudySpec,
+    BaselineContext, ContextSpec, OptionScorer, OptionTokens, PromptFormat, StudySpec,
     TrainingPool, run_units, summarize,
 };
 use pstat_stability::Bootstrap;
@@ -77,37 +75,6 @@ pub struct PromptArgs {
     data: Option<PathBuf>,
 }
 
-/// One progress bar per unit (also used by `pstat run`).
-pub(crate) struct Bars(pub(crate) Option<ProgressBar>);
-
-impl Progress for Bars {
-    fn start(&mut self, unit: &str, n: usize) {
-        let bar = ProgressBar::new(n as u64).with_message(unit.to_string());
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{msg:32} {bar:30} {pos}/{len} {elapsed_precise} eta {eta}",
-            )
-            .expect("valid template"),
-        );
-        self.0 = Some(bar);
-    }
-    fn advance(&mut self, n: usize) {
-        if let Some(bar) = &self.0 {
-            bar.inc(n as u64);
-        }
-    }
-    fn finish(&mut self, resumed: bool) {
-        if let Some(bar) = self.0.take() {
-            if resumed {
-                bar.set_position(bar.length().unwrap_or(0));
-                bar.finish_with_message(format!("{} (stored)", bar.message()));
-            } else {
-                bar.finish();
-            }
-        }
-    }
-}
-
 pub fn run(args: PromptArgs) -> anyhow::Result<()> {
     if args.k == 0 {
         bail!("--k must be at least 1");
@@ -147,7 +114,7 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
         .take(args.limit.unwrap_or(usize::MAX))
         .collect();
     let options = OptionTokens::new(&codec)?;
-    let model_name = crate::run::model::display_name(&args.model);
+    let model_name = pstat_study::model::display_name(&args.model);
     let lm;
     let mut scorer: Box<dyn OptionScorer> = match &args.backend {
         Some(url) => Box::new(ServerScorer::new(
@@ -162,7 +129,6 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
         }
     };
     let conditions = ConditionSet::paper();
-    let stability_path = args.out.join("stability.csv");
     for format in formats {
         let spec = StudySpec {
             model: model_name.clone(),
@@ -189,20 +155,13 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
             &test,
             &codec,
             scorer.as_mut(),
-            &mut Bars(None),
+            &mut crate::progress::Bars::new(),
         )?;
         let summary = summarize(&spec, &units, Bootstrap::default())?;
-        let mut table = if stability_path.is_file() {
-            pstat_stability::read_csv(&stability_path).map_err(anyhow::Error::msg)?
-        } else {
-            Vec::new()
-        };
-        pstat_stability::upsert(&mut table, summary.stability.iter().cloned());
-        pstat_stability::write_csv(&stability_path, &table)
-            .with_context(|| format!("writing {}", stability_path.display()))?;
-        upsert_answers(&args.out.join("answers.csv"), &summary.answers)?;
+        pstat_tables::upsert_table(&args.out, &summary.stability)?;
+        pstat_tables::upsert_table(&args.out, &summary.answers)?;
         if !summary.resamples.is_empty() {
-            upsert_resamples(&args.out.join("resamples.csv"), &summary.resamples)?;
+            pstat_tables::upsert_table(&args.out, &summary.resamples)?;
         }
         let base = &summary.answers[0];
         println!(

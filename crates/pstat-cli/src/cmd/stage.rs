@@ -3,9 +3,9 @@
 //! are the same as in a full run (and a later `pstat run` into the same folder reuses them
 //! only if its config matches).
 
-use crate::run::{RunConfig, execute};
 use clap::Args;
 use pstat_data::Domain;
+use pstat_study::RunConfig;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -91,9 +91,15 @@ pub struct ExtractArgs {
 pub fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     let root = pstat_data::DataRoot::open(args.data.as_deref())?;
     let data = pstat_data::load_domain(&root, args.domain)?;
-    let model = crate::run::model::LoadedModel::load(&args.model)?;
+    let model = pstat_study::LoadedModel::load(&args.model)?;
     let ids: Vec<String> = data.statements.iter().map(|s| s.id.clone()).collect();
-    let acts = crate::run::representational::cached_activations(&model, &data, &ids, &args.layers)?;
+    let acts = pstat_study::representational::cached_activations(
+        &model,
+        &data,
+        &ids,
+        &args.layers,
+        &mut crate::progress::Bars::new(),
+    )?;
     for (layer, a) in &acts {
         println!(
             "{} {} layer {layer}: {} statements, {} tokens × {}",
@@ -138,6 +144,10 @@ pub fn cluster(args: ClusterModelArgs) -> anyhow::Result<()> {
     c.clustering.enabled = true;
     c.clustering.labeler = args.labeler.or(c.clustering.labeler);
     execute(c, &args.target.out)
+}
+
+fn execute(config: RunConfig, out: &std::path::Path) -> anyhow::Result<()> {
+    pstat_study::execute(config, out, &mut crate::progress::Bars::new())
 }
 
 /// `-2..2` → [-2, -1, 0, 1, 2]; `0,2` → [0, 2].

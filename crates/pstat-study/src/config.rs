@@ -127,6 +127,9 @@ pub struct Clustering {
     pub labeler: Option<String>,
 }
 
+/// The `behavioral.formats` entry that lets the run choose the prompt format per domain.
+pub const AUTO: &str = "auto";
+
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
@@ -177,7 +180,7 @@ impl Default for Behavioral {
             enabled: true,
             k: vec![100],
             baselines: vec!["empty".into(), "true".into()],
-            formats: vec![super::behavioral::AUTO.into()],
+            formats: vec![AUTO.into()],
             resamples: 0,
             shuffle_control: false,
             allow_fewer: true,
@@ -259,7 +262,7 @@ impl RunConfig {
                 bail!("behavioral.baselines: unknown baseline `{b}` (expected empty or true)");
             }
         }
-        let auto = super::behavioral::AUTO;
+        let auto = AUTO;
         for f in &self.behavioral.formats {
             if f != "chat" && f != "plain" && f != auto {
                 bail!("behavioral.formats: unknown format `{f}` (expected chat, plain or {auto})");
