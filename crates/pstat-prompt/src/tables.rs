@@ -16,9 +16,9 @@ pub fn answer_row(spec: &StudySpec, unit: &UnitResult, is_baseline: bool) -> Ans
     AnswerRow {
         model: spec.model.clone(),
         domain: spec.domain.to_string(),
-        format: spec.format.to_string(),
+        format: spec.format,
         k: spec.context.k,
-        baseline: spec.context.baseline.as_str().into(),
+        baseline: spec.context.baseline,
         condition: unit.condition.clone(),
         draw: unit.draw.name(),
         n,
@@ -78,9 +78,9 @@ pub fn resample_rows(
         out.push(ResampleRow {
             model: spec.model.clone(),
             domain: spec.domain.to_string(),
-            format: spec.format.to_string(),
+            format: spec.format,
             k: spec.context.k,
-            baseline: spec.context.baseline.as_str().into(),
+            baseline: spec.context.baseline,
             condition: condition.to_string(),
             n_draws: draws.len(),
             retraction_rate_mean: mean(&retraction),

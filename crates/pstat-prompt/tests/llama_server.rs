@@ -16,7 +16,7 @@ use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::scoring::render;
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::{
-    BaselineContext, ContextSpec, Draw, EncodedPrompts, OptionScorer, OptionTokens, PromptFormat,
+    Baseline, ContextSpec, Draw, EncodedPrompts, OptionScorer, OptionTokens, PromptFormat,
     TrainingPool,
 };
 use std::process::{Child, Command, Stdio};
@@ -123,7 +123,7 @@ fn llama_cpp_server_agrees_with_the_embedded_runtime() {
     let conditions = ConditionSet::paper();
     let spec = ContextSpec {
         k: 20,
-        baseline: BaselineContext::Empty,
+        baseline: Baseline::Empty,
         seed: 42,
         allow_fewer: false,
     };

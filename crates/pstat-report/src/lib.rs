@@ -23,6 +23,7 @@ pub use inputs::RunData;
 use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, stability_figure};
 use html::Section;
 use inputs::{distance_cell, familiarity_cell};
+use pstat_tables::Probe;
 use select::{
     BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, behavioral_variants,
     representational, sawmil_layer_offsets,
@@ -58,8 +59,8 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     };
 
     let behavioral = behavioral_main(&data);
-    let sawmil = representational(&data, &layers, "sawmil");
-    let mass_mean = representational(&data, &layers, "mass_mean");
+    let sawmil = representational(&data, &layers, Probe::Sawmil);
+    let mass_mean = representational(&data, &layers, Probe::MassMean);
 
     let mut summary = Section::new(
         "summary",

@@ -269,7 +269,7 @@ pub fn answers_table(rows: &[AnswerRow]) -> Table {
                     r.model.clone(),
                     domain_title(&r.domain),
                     condition_title(&r.condition),
-                    r.format.clone(),
+                    r.format.to_string(),
                     r.k.to_string(),
                     r.n.to_string(),
                     share(r.a, total),

@@ -3,15 +3,15 @@
 //! held-out True statements are asked the three-option question (pstat-prompt does the work;
 //! its units are resumable files under `<model>/<domain>/behavioral/`).
 
-use crate::config::{AUTO, RunConfig};
+use crate::config::{Formats, RunConfig};
 use crate::progress::Progress;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use pstat_data::{ConditionSet, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::{
-    BaselineContext, ContextSpec, Draw, OptionScorer, OptionTokens, PromptFormat, StudySpec,
-    TrainingPool, run_units, summarize,
+    Baseline, ContextSpec, Draw, OptionScorer, OptionTokens, PromptFormat, StudySpec, TrainingPool,
+    run_units, summarize,
 };
 use pstat_stability::{Bootstrap, Judgments, MIN_BASELINE_TRUE};
 use pstat_tables::FormatDecision;
@@ -76,7 +76,7 @@ fn run(
         None => Box::new(EmbeddedScorer::new(&model.lm, options)),
     };
     let dir = cell.dir("behavioral");
-    let spec = |format: PromptFormat, k: usize, baseline: BaselineContext| StudySpec {
+    let spec = |format: PromptFormat, k: usize, baseline: Baseline| StudySpec {
         model: model.name.clone(),
         domain,
         format,
@@ -105,10 +105,11 @@ fn run(
             progress,
         )
     };
-    let (formats, reason) = match FormatChoice::parse(&cfg.formats)? {
-        FormatChoice::Listed(formats) => {
+    let (formats, reason) = match &cfg.formats {
+        Formats::Listed(formats) => {
             let usable: Vec<PromptFormat> = formats
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
                 .collect();
             // A base model asked only for chat still gets its plain prompt.
@@ -121,14 +122,14 @@ fn run(
                 (usable, "listed in behavioral.formats".to_string())
             }
         }
-        FormatChoice::Auto if !codec.has_chat_template() => (
+        Formats::Auto if !codec.has_chat_template() => (
             vec![PromptFormat::Plain],
             "auto: the model has no chat template".to_string(),
         ),
-        FormatChoice::Auto => {
+        Formats::Auto => {
             // The chat-format empty baseline decides; its unit is reused if chat is kept.
             let main_k = cfg.k.iter().copied().max().unwrap_or(0);
-            let chat = spec(PromptFormat::Chat, main_k, BaselineContext::Empty);
+            let chat = spec(PromptFormat::Chat, main_k, Baseline::Empty);
             let baseline_only = ConditionSet {
                 conditions: study.conditions.baseline().into_iter().cloned().collect(),
             };
@@ -160,13 +161,12 @@ fn run(
     output.formats.push(FormatDecision {
         model: model.name.clone(),
         domain: domain.to_string(),
-        formats: formats.iter().map(|f| f.to_string()).collect(),
+        formats: formats.clone(),
         reason,
     });
     for &format in &formats {
         for &k in &cfg.k {
-            for baseline in &cfg.baselines {
-                let baseline: BaselineContext = baseline.parse().map_err(anyhow::Error::msg)?;
+            for &baseline in &cfg.baselines {
                 let spec = spec(format, k, baseline);
                 let units = score(&spec, &study.conditions, progress)?;
                 let summary = summarize(&spec, &units, bootstrap)?;
@@ -194,28 +194,4 @@ fn run(
         }
     }
     Ok(())
-}
-
-/// `behavioral.formats`: the formats listed, or `auto` (the paper's rule with a fallback).
-enum FormatChoice {
-    Listed(Vec<PromptFormat>),
-    /// Chat for chat models (the paper, Section 4.4.2), plain for base models; a chat model
-    /// whose chat-format empty baseline holds fewer than [`MIN_BASELINE_TRUE`] True beliefs in a
-    /// domain is prompted plain there instead, since nothing can be retracted from an empty
-    /// belief set (SmolLM2-135M answers "c" to every chat-formatted baseline question).
-    Auto,
-}
-
-impl FormatChoice {
-    fn parse(formats: &[String]) -> anyhow::Result<Self> {
-        if formats.iter().any(|f| f == AUTO) {
-            return Ok(FormatChoice::Auto);
-        }
-        Ok(FormatChoice::Listed(
-            formats
-                .iter()
-                .map(|f| f.parse::<PromptFormat>().map_err(anyhow::Error::msg))
-                .collect::<Result<_, _>>()?,
-        ))
-    }
 }

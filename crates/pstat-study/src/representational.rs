@@ -14,7 +14,7 @@ use pstat_data::{Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{Bags, MassMeanParams, ProbeParams, TrainingSet, auc};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
-use pstat_tables::{LayerChoice, LayerScore};
+use pstat_tables::{Instantiation, LayerChoice, LayerScore, Probe};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -60,22 +60,17 @@ impl Stage for Representational {
             }
             Ok(l as usize)
         };
-        let mut units: Vec<(&str, usize)> = Vec::new();
-        for probe in &cfg.probes {
-            let offsets = if probe == "mass_mean" {
-                &cfg.mass_mean_layer_offsets
-            } else {
-                &cfg.layer_offsets
-            };
-            for offset in offsets {
-                units.push((probe.as_str(), layer_at(offset)?));
+        let mut units: Vec<(Probe, usize)> = Vec::new();
+        for &probe in &cfg.probes {
+            for offset in cfg.offsets(probe) {
+                units.push((probe, layer_at(offset)?));
             }
         }
         let layers: BTreeSet<usize> = units.iter().map(|(_, l)| *l).collect();
         let layers: Vec<usize> = layers.into_iter().collect();
         let mut activations: BTreeMap<usize, Activations> = BTreeMap::new();
         for (probe, layer) in units {
-            let unit_dir = dir.join(probe).join(format!("layer_{layer:02}"));
+            let unit_dir = dir.join(probe.as_str()).join(format!("layer_{layer:02}"));
             let unit = match ProbeUnit::read(study, &unit_dir)? {
                 Some(done) => done,
                 None => {
@@ -138,7 +133,7 @@ impl ProbeUnit {
     }
 
     /// Which held-out True statements each condition retracts under this probe.
-    fn add_retractions(&self, study: &Study, probe: &str, into: &mut crate::stage::Retractions) {
+    fn add_retractions(&self, study: &Study, probe: Probe, into: &mut crate::stage::Retractions) {
         let Some(base) = study
             .conditions
             .baseline()
@@ -201,7 +196,7 @@ pub fn veracity_activations<'h>(
 /// `<unit>/<condition>.jsonl`.
 fn probe_unit(
     cell: &Cell,
-    probe: &str,
+    probe: Probe,
     layer: usize,
     acts: &Activations,
     unit: &Path,
@@ -279,8 +274,8 @@ fn probe_unit(
         let key = RowKey {
             model: model.name.clone(),
             domain: domain.to_string(),
-            instantiation: "representational".into(),
-            probe: probe.into(),
+            instantiation: Instantiation::Representational,
+            probe,
             layer: Some(layer),
             condition: condition.name.clone(),
             ..RowKey::default()

@@ -1,5 +1,6 @@
 //! Typed values of the key columns: each has one spelling, used in configs, on the command
-//! line and in the tables.
+//! line and in the tables. Variants are declared in the order of their spellings, so values
+//! sort as the tables' text does.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -57,20 +58,20 @@ macro_rules! key_enum {
 key_enum!(
     /// How a perturbation is applied: to a probe on hidden states, or as a prompt context.
     Instantiation, "instantiation", {
-        Representational = "representational",
         Behavioral = "behavioral",
+        Representational = "representational",
     }
 );
 
 key_enum!(
     /// What judges a statement: a retrained probe, or the model's answer to the prompt.
     Probe, "probe", {
-        /// The paper's sparse-aware multiple-instance SVM.
-        Sawmil = "sawmil",
         /// The difference-of-class-means direction (Appendix J).
         MassMean = "mass_mean",
         /// The behavioral judgment (the model's answer).
         Prompt = "prompt",
+        /// The paper's sparse-aware multiple-instance SVM.
+        Sawmil = "sawmil",
     }
 );
 
@@ -94,6 +95,20 @@ key_enum!(
     }
 );
 
+/// Defaults only so that a [`crate::StabilityRow`] can be built field by field; every writer
+/// sets both columns.
+impl Default for Instantiation {
+    fn default() -> Self {
+        Instantiation::Representational
+    }
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Probe::Sawmil
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,7 +125,7 @@ mod tests {
         let err = "mass-mean".parse::<Probe>().unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown probe `mass-mean` (expected sawmil, mass_mean, prompt)"
+            "unknown probe `mass-mean` (expected mass_mean, prompt, sawmil)"
         );
     }
 }

@@ -1,6 +1,7 @@
 //! One type per table. Columns that do not apply, and undefined values, are empty cells,
 //! which pandas reads as NaN.
 
+use crate::keys::{Baseline, Instantiation, Probe, PromptFormat};
 use crate::{Table, key_of};
 use serde::{Deserialize, Serialize};
 
@@ -11,15 +12,13 @@ use serde::{Deserialize, Serialize};
 pub struct StabilityRow {
     pub model: String,
     pub domain: String,
-    /// `behavioral` | `representational`
-    pub instantiation: String,
-    /// `sawmil` | `mass_mean` | `prompt`
-    pub probe: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
     pub k: Option<usize>,
-    /// Behavioral baseline context: `empty` | `true`.
-    pub baseline: Option<String>,
-    /// Prompt format: `chat` | `plain`.
-    pub format: Option<String>,
+    /// The behavioral baseline context.
+    pub baseline: Option<Baseline>,
+    /// The behavioral prompt format.
+    pub format: Option<PromptFormat>,
     pub layer: Option<usize>,
     pub condition: String,
     /// Index of the context draw (behavioral resamples), or `shuffle` controls; empty otherwise.
@@ -43,11 +42,11 @@ pub struct StabilityRow {
 pub struct RowKey {
     pub model: String,
     pub domain: String,
-    pub instantiation: String,
-    pub probe: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
     pub k: Option<usize>,
-    pub baseline: Option<String>,
-    pub format: Option<String>,
+    pub baseline: Option<Baseline>,
+    pub format: Option<PromptFormat>,
     pub layer: Option<usize>,
     pub condition: String,
     pub resample: Option<String>,
@@ -58,11 +57,11 @@ impl StabilityRow {
         RowKey {
             model: self.model.clone(),
             domain: self.domain.clone(),
-            instantiation: self.instantiation.clone(),
-            probe: self.probe.clone(),
+            instantiation: self.instantiation,
+            probe: self.probe,
             k: self.k,
-            baseline: self.baseline.clone(),
-            format: self.format.clone(),
+            baseline: self.baseline,
+            format: self.format,
             layer: self.layer,
             condition: self.condition.clone(),
             resample: self.resample.clone(),
@@ -106,8 +105,8 @@ impl Table for StabilityRow {
         key_of(&[
             &self.model,
             &self.domain,
-            &self.instantiation,
-            &self.probe,
+            self.instantiation.as_str(),
+            self.probe.as_str(),
             &opt(&self.k),
             &opt(&self.baseline),
             &opt(&self.format),
@@ -124,9 +123,9 @@ impl Table for StabilityRow {
 pub struct AnswerRow {
     pub model: String,
     pub domain: String,
-    pub format: String,
+    pub format: PromptFormat,
     pub k: usize,
-    pub baseline: String,
+    pub baseline: Baseline,
     pub condition: String,
     pub draw: String,
     pub n: usize,
@@ -145,9 +144,9 @@ impl Table for AnswerRow {
         key_of(&[
             &self.model,
             &self.domain,
-            &self.format,
+            self.format.as_str(),
             &self.k.to_string(),
-            &self.baseline,
+            self.baseline.as_str(),
             &self.condition,
             &self.draw,
         ])
@@ -160,9 +159,9 @@ impl Table for AnswerRow {
 pub struct ResampleRow {
     pub model: String,
     pub domain: String,
-    pub format: String,
+    pub format: PromptFormat,
     pub k: usize,
-    pub baseline: String,
+    pub baseline: Baseline,
     pub condition: String,
     /// Draws summarised: the main one and every resample.
     pub n_draws: usize,
@@ -186,9 +185,9 @@ impl Table for ResampleRow {
         key_of(&[
             &self.model,
             &self.domain,
-            &self.format,
+            self.format.as_str(),
             &self.k.to_string(),
-            &self.baseline,
+            self.baseline.as_str(),
             &self.condition,
         ])
     }
@@ -351,8 +350,7 @@ pub struct ConditionTitle {
 pub struct FormatDecision {
     pub model: String,
     pub domain: String,
-    /// `chat` and/or `plain`; the first is the main configuration the report shows.
-    pub formats: Vec<String>,
+    pub formats: Vec<PromptFormat>,
     pub reason: String,
 }
 
@@ -365,8 +363,8 @@ mod tests {
         StabilityRow {
             model: "m".into(),
             domain: "city_locations".into(),
-            instantiation: "representational".into(),
-            probe: "sawmil".into(),
+            instantiation: Instantiation::Representational,
+            probe: Probe::Sawmil,
             layer: Some(15),
             condition: condition.into(),
             retractions,

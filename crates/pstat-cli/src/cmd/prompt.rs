@@ -13,8 +13,8 @@ use pstat_data::{
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::{
-    BaselineContext, ContextSpec, OptionScorer, OptionTokens, PromptFormat, StudySpec,
-    TrainingPool, run_units, summarize,
+    Baseline, ContextSpec, OptionScorer, OptionTokens, PromptFormat, StudySpec, TrainingPool,
+    run_units, summarize,
 };
 use pstat_stability::Bootstrap;
 use std::path::PathBuf;
@@ -34,7 +34,7 @@ pub struct PromptArgs {
     k: usize,
     /// Baseline context: `empty` (the paper) or `true` (K True training statements, App. G).
     #[arg(long, default_value = "empty")]
-    baseline: BaselineContext,
+    baseline: Baseline,
     /// Independent context draws per condition beyond the main one (mean and spread of ρ_R
     /// go to resamples.csv).
     #[arg(long, default_value_t = 0)]

@@ -6,6 +6,7 @@
 use clap::Args;
 use pstat_data::Domain;
 use pstat_study::RunConfig;
+use pstat_tables::Probe;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -45,9 +46,9 @@ impl Target {
 pub struct ProbeArgs {
     #[command(flatten)]
     target: Target,
-    /// `sawmil` or `mass-mean`; repeat for both (default: both).
+    /// `sawmil` or `mass_mean`; repeat for both (default: both).
     #[arg(long)]
-    probe: Vec<String>,
+    probe: Vec<Probe>,
     /// Layers as offsets from the veracity layer: `-2..2` (Appendix F) or a list `0,1`.
     #[arg(long, default_value = "-2..2", allow_hyphen_values = true)]
     layers: String,
@@ -61,7 +62,7 @@ pub fn probe(args: ProbeArgs) -> anyhow::Result<()> {
     let mut c = args.target.base()?;
     c.representational.enabled = true;
     if !args.probe.is_empty() {
-        c.representational.probes = args.probe.iter().map(|p| p.replace('-', "_")).collect();
+        c.representational.probes = args.probe.clone();
     }
     let offsets = parse_offsets(&args.layers)?;
     c.representational.layer_offsets = offsets.clone();
