@@ -10,15 +10,15 @@ use clap::Args;
 use pstat_data::{
     ConditionSet, DataRoot, Domain, Kind, SplitConfig, load_all, split::exclusive_split,
 };
+use pstat_http::HttpOptions;
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
-use pstat_prompt::server::ServerScorer;
+use pstat_prompt::server::{ServerConfig, ServerScorer};
 use pstat_prompt::{
     Baseline, ContextSpec, OptionScorer, OptionTokens, PromptFormat, StudySpec, TrainingPool,
     run_units, summarize,
 };
 use pstat_stability::Bootstrap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Args)]
 pub struct PromptArgs {
@@ -51,9 +51,22 @@ pub struct PromptArgs {
     /// endpoint (a URL ending in /completion). Default: the embedded runtime.
     #[arg(long)]
     backend: Option<String>,
-    /// The `model` field sent to an OpenAI-compatible server.
+    /// The model to ask the server for (default: its only model, by `GET /v1/models`).
     #[arg(long)]
     backend_model: Option<String>,
+    /// Requests in flight at once on the server.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Seconds per server request before it is retried.
+    #[arg(long, default_value_t = 300.0)]
+    timeout: f64,
+    /// Retries of a failed server request (429, 5xx, timeouts, dropped connections, invalid
+    /// replies), with exponential backoff.
+    #[arg(long, default_value_t = 5)]
+    retries: usize,
+    /// Environment variable holding the server's API key (default: OPENAI_API_KEY when set).
+    #[arg(long)]
+    api_key_env: Option<String>,
     /// Output folder: tables at its top, judgments under prompt/<model>/<domain>/.
     #[arg(long, default_value = "results")]
     out: PathBuf,
@@ -113,19 +126,26 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
         .filter(|s| s.kind == Kind::True && test_ids.contains(s.id.as_str()))
         .take(args.limit.unwrap_or(usize::MAX))
         .collect();
-    let options = OptionTokens::new(&codec)?;
     let model_name = pstat_study::model::display_name(&args.model);
     let lm;
     let mut scorer: Box<dyn OptionScorer> = match &args.backend {
-        Some(url) => Box::new(ServerScorer::new(
-            url,
-            args.backend_model.clone(),
-            options,
-            Duration::from_secs(600),
+        Some(url) => Box::new(ServerScorer::connect(
+            &ServerConfig {
+                model: args.backend_model.clone(),
+                concurrency: args.concurrency,
+                http: HttpOptions {
+                    timeout_s: args.timeout,
+                    retries: args.retries,
+                    api_key_env: args.api_key_env.clone(),
+                    ..HttpOptions::default()
+                },
+                ..ServerConfig::new(url)
+            },
+            &codec,
         )?),
         None => {
             lm = pstat_lm::LanguageModel::load(&path)?;
-            Box::new(EmbeddedScorer::new(&lm, options))
+            Box::new(EmbeddedScorer::new(&lm, OptionTokens::new(&codec)?))
         }
     };
     let conditions = ConditionSet::paper();
