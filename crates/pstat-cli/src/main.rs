@@ -3,14 +3,25 @@
 //! `cmd/<name>.rs` and calls into the pipeline crates.
 
 mod cmd;
-mod run;
+mod progress;
 
 use clap::{Parser, Subcommand};
+
+/// `0.1.0 (commit <hash>, dirty: true|false|unknown)`: the git state the binary was built
+/// from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("PSTAT_GIT_COMMIT"),
+    ", dirty: ",
+    env!("PSTAT_GIT_DIRTY"),
+    ")"
+);
 
 #[derive(Parser)]
 #[command(
     name = "pstat",
-    version,
+    version = VERSION,
     about = "Perturbation Stability of Truth: how stable are an LLM's beliefs when Neither statements are relabelled True?",
     long_about = "pstat implements P-StaT end to end. Statements are True, False or Neither (Fictional or \
 Synthetic). A perturbation Θ relabels some Neither statements as True; pstat applies it to a linear \
@@ -19,6 +30,10 @@ counts the held-out True statements the model stops (retractions) or starts (exp
 Start with `pstat run --quick` for a small end-to-end study, or `pstat data stats` to see the data."
 )]
 struct Cli {
+    /// Worker threads for every compute stage (default: RAYON_NUM_THREADS, else all cores);
+    /// recorded in the manifests.
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     #[command(subcommand)]
     command: Command,
 }
@@ -51,13 +66,26 @@ enum Command {
     /// Familiarity: object-token probabilities per statement kind and within-kind activation distances.
     Familiarity(cmd::stage::FamiliarityArgs),
     /// Run the whole P-StaT study (or the stages the config enables), resumably.
-    Run(run::RunArgs),
+    Run(cmd::run::RunArgs),
     /// Rebuild the figures and the self-contained report.html of a run folder from its files.
     Report(cmd::report::ReportArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(n) = cli.threads
+        && let Err(err) = rayon::ThreadPoolBuilder::new()
+            .num_threads(n.into())
+            .build_global()
+    {
+        eprintln!("error: --threads {n}: {err}");
+        return std::process::ExitCode::FAILURE;
+    }
+    pstat_data::artifact::set_build(pstat_data::artifact::Build {
+        commit: env!("PSTAT_GIT_COMMIT").to_string(),
+        dirty: env!("PSTAT_GIT_DIRTY").parse().ok(),
+        threads: rayon::current_num_threads(),
+    });
     let result = match cli.command {
         Command::Data(c) => cmd::data::run(c),
         Command::Cluster(a) => cmd::cluster::run(a),
@@ -68,7 +96,7 @@ fn main() -> std::process::ExitCode {
         Command::Score(a) => cmd::score::run(a),
         Command::Hidden(a) => cmd::hidden::run(a),
         Command::Report(a) => cmd::report::run(a),
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => cmd::run::run(a),
         Command::Probe(a) => cmd::stage::probe(a),
         Command::Extract(a) => cmd::stage::extract(a),
         Command::Familiarity(a) => cmd::stage::familiarity(a),
@@ -77,7 +105,22 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
-            std::process::ExitCode::FAILURE
+            exit_code(&err)
         }
+    }
+}
+
+/// 2 for input pstat refuses by design (a tokenizer it cannot reproduce exactly), 1 otherwise.
+fn exit_code(err: &anyhow::Error) -> std::process::ExitCode {
+    let refused = err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<pstat_lm::tokenizer::TokenizerError>(),
+            Some(pstat_lm::tokenizer::TokenizerError::Unsupported(_))
+        )
+    });
+    if refused {
+        std::process::ExitCode::from(2)
+    } else {
+        std::process::ExitCode::FAILURE
     }
 }

@@ -1,6 +1,7 @@
-//! The forward pass: a decoder built from a GGUF file with every weight dequantized to f32 at
-//! load ("exact mode": candle's Q4_1/Q5_0 CPU kernels are scalar and far slower than f32
-//! gemm, and f32 weights make the results comparable with llama.cpp on an F32 re-quantized
+//! The forward pass: a decoder built from a GGUF file, its weight matrices kept in their
+//! stored type ([`weights`]) and dequantized to f32 a tile at a time inside each product
+//! ("exact mode": every product is an f32 gemm on exactly the values that dequantizing the
+//! whole file would give, so results are comparable with llama.cpp on an F32 re-quantized
 //! file), run over packed batches of sequences that all continue one cached prefix.
 //!
 //! One file per architecture ([`llama`], [`qwen2`], [`gemma`], [`gemma2`], [`gemma3`]) wires
@@ -16,6 +17,7 @@ pub mod layers;
 pub mod llama;
 pub mod ops;
 pub mod qwen2;
+pub mod weights;
 
 use crate::gguf::{Arch, GgufError, GgufFile, ModelConfig};
 use attention::{LayerKv, Packing};
@@ -23,7 +25,8 @@ use candle_core::Device;
 use layers::Rope;
 use ops::{Matrix, RopeTable, linear, rms_norm, soft_cap};
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Seek, SeekFrom};
+use weights::Stored;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -54,7 +57,8 @@ pub enum ModelError {
     TokenOutOfRange { index: usize, id: u32, vocab: usize },
 }
 
-/// Reads tensors of one GGUF file, dequantized to f32, checking their shapes.
+/// Reads tensors of one GGUF file, checking their shapes: weight matrices in their stored
+/// type, vectors (norms, biases) as f32.
 pub struct Loader<'a> {
     file: &'a GgufFile,
     reader: BufReader<File>,
@@ -92,9 +96,43 @@ impl<'a> Loader<'a> {
             .map_err(|e| self.tensor_error(name, format!("cannot dequantize: {e}")))
     }
 
-    /// A weight matrix stored `rows × cols` (ggml: `[cols, rows]`).
+    /// A weight matrix stored `rows × cols` (ggml: `[cols, rows]`), kept in its stored type.
     pub fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
-        Ok(Matrix::new(rows, cols, self.read(name, &[rows, cols])?))
+        let content = self.file.content();
+        let info = content
+            .tensor_infos
+            .get(name)
+            .ok_or_else(|| GgufError::MissingTensor {
+                path: self.file.path().to_path_buf(),
+                name: name.to_string(),
+            })?;
+        if info.shape.dims() != [rows, cols] {
+            let found = info.shape.dims().to_vec();
+            return Err(self.tensor_error(
+                name,
+                format!("shape {found:?}, expected {:?}", [rows, cols]),
+            ));
+        }
+        let dtype = info.ggml_dtype;
+        if !cols.is_multiple_of(dtype.block_size()) {
+            return Err(self.tensor_error(
+                name,
+                format!("rows of {cols} elements are not whole {dtype:?} blocks"),
+            ));
+        }
+        let start = content.tensor_data_offset + info.offset;
+        let stored = self
+            .reader
+            .seek(SeekFrom::Start(start))
+            .and_then(|_| Stored::read(&mut self.reader, dtype, rows * cols))
+            .map_err(|e| self.tensor_error(name, format!("cannot read: {e}")))?
+            .ok_or_else(|| {
+                self.tensor_error(
+                    name,
+                    format!("tensor type {dtype:?} is not supported for weight matrices"),
+                )
+            })?;
+        Matrix::from_stored(rows, cols, stored).map_err(|detail| self.tensor_error(name, detail))
     }
 
     pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
@@ -218,7 +256,7 @@ impl PrefixCache {
     }
 }
 
-/// A decoder with f32 weights.
+/// A decoder with weight matrices in their stored types.
 #[derive(Debug)]
 pub struct Model {
     config: ModelConfig,
@@ -403,8 +441,8 @@ impl Model {
             .flat_map(|&id| {
                 self.embeddings
                     .row(id as usize)
-                    .iter()
-                    .map(move |&v| scale.map_or(v, |s| v * s))
+                    .into_iter()
+                    .map(move |v| scale.map_or(v, |s| v * s))
             })
             .collect()
     }
