@@ -77,6 +77,10 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
+            // A model that cannot be used as given is bad input, like a bad flag.
+            if err.chain().any(pstat_lm::is_model_input_error) {
+                return std::process::ExitCode::from(2);
+            }
             std::process::ExitCode::FAILURE
         }
     }

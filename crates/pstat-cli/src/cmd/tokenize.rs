@@ -3,7 +3,6 @@
 
 use anyhow::Context;
 use clap::Args;
-use pstat_lm::GgufFile;
 use pstat_lm::tokenizer::Tokenizer;
 use std::io::{BufRead, BufWriter, Write};
 
@@ -28,7 +27,7 @@ struct Line<'a> {
 
 pub fn run(args: TokenizeArgs) -> anyhow::Result<()> {
     let path = pstat_lm::registry::resolve(&args.model)?;
-    let tokenizer = Tokenizer::from_gguf(&GgufFile::open(&path)?)?;
+    let tokenizer = Tokenizer::load(&path)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     for (i, line) in std::io::stdin().lock().lines().enumerate() {

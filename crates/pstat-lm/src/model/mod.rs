@@ -13,16 +13,17 @@ pub mod llama;
 pub mod ops;
 
 use crate::gguf::{Arch, GgufError, GgufFile, ModelConfig};
+use crate::weights::{GgufTensors, SourceError, TensorSource};
 use attention::{LayerKv, Packing};
 use candle_core::Device;
 use ops::{Matrix, RopeTable, linear, rms_norm};
-use std::fs::File;
-use std::io::BufReader;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
     #[error("{path}: tensor `{name}`: {detail}")]
     Tensor {
         path: String,
@@ -48,23 +49,19 @@ pub enum ModelError {
     TokenOutOfRange { index: usize, id: u32, vocab: usize },
 }
 
-/// Reads tensors of one GGUF file, dequantized to f32, checking their shapes.
+/// Reads tensors of a [`TensorSource`], dequantized to f32, checking their shapes.
 pub struct Loader<'a> {
-    file: &'a GgufFile,
-    reader: BufReader<File>,
+    source: &'a mut dyn TensorSource,
 }
 
 impl<'a> Loader<'a> {
-    pub fn new(file: &'a GgufFile) -> Result<Self, ModelError> {
-        Ok(Self {
-            file,
-            reader: file.reader()?,
-        })
+    pub fn new(source: &'a mut dyn TensorSource) -> Self {
+        Self { source }
     }
 
     fn tensor_error(&self, name: &str, detail: String) -> ModelError {
         ModelError::Tensor {
-            path: self.file.path().display().to_string(),
+            path: self.source.origin(name),
             name: name.to_string(),
             detail,
         }
@@ -72,9 +69,7 @@ impl<'a> Loader<'a> {
 
     /// Tensor `name` as f32, with its expected dimensions (outermost first).
     fn read(&mut self, name: &str, dims: &[usize]) -> Result<Vec<f32>, ModelError> {
-        let tensor = self
-            .file
-            .tensor_with(&mut self.reader, name, &Device::Cpu)?;
+        let tensor = self.source.tensor(name)?;
         if tensor.shape().dims() != dims {
             let found = tensor.shape().dims().to_vec();
             return Err(self.tensor_error(name, format!("shape {found:?}, expected {dims:?}")));
@@ -208,8 +203,15 @@ pub struct Model {
 
 impl Model {
     pub fn load(file: &GgufFile) -> Result<Self, ModelError> {
-        let config = file.config()?;
-        let mut loader = Loader::new(file)?;
+        Self::load_from(file.config()?, &mut GgufTensors::new(file)?)
+    }
+
+    /// A decoder of shape `config` with the tensors of `source` (GGUF names).
+    pub fn load_from(
+        config: ModelConfig,
+        source: &mut dyn TensorSource,
+    ) -> Result<Self, ModelError> {
+        let mut loader = Loader::new(source);
         let (vocab, hidden) = (config.vocab_size, config.hidden);
         let embeddings = loader.matrix("token_embd.weight", vocab, hidden)?;
         let lm_head = if config.tied_embeddings {

@@ -5,6 +5,7 @@
 //! file's `add_bos_token`/`add_eos_token` say.
 
 mod bpe;
+mod hf;
 mod spm;
 
 use crate::gguf::{GgufError, GgufFile};
@@ -16,6 +17,8 @@ use std::ops::Range;
 pub enum TokenizerError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Hf(#[from] crate::hf::HfError),
     #[error("unsupported tokenizer: {0}")]
     Unsupported(String),
     #[error("tokenizer metadata: {0}")]
@@ -78,7 +81,11 @@ impl Vocab {
 
 enum Algorithm {
     Bpe(Box<bpe::Bpe>),
-    Spm { add_space_prefix: bool },
+    Spm {
+        add_space_prefix: bool,
+    },
+    /// A Hugging Face `tokenizer.json`, which does the whole encoding itself.
+    HuggingFace(Box<hf::HfTokenizer>),
 }
 
 /// A piece of the input after splitting out special tokens: raw text or one token.
@@ -218,6 +225,9 @@ impl Tokenizer {
         add_special: bool,
         parse_special: bool,
     ) -> Result<Vec<(u32, Range<usize>)>, TokenizerError> {
+        if let Algorithm::HuggingFace(hf) = &self.algorithm {
+            return hf.encode(text, add_special, parse_special);
+        }
         let mut out = Vec::new();
         if add_special && self.add_bos {
             out.extend(self.bos.map(|id| (id, 0..0)));
@@ -239,6 +249,7 @@ impl Tokenizer {
                             let (escaped, origin) = escape_spaces(raw, range.start, prefix);
                             spm::tokenize(&self.vocab, &escaped, &origin, &mut out);
                         }
+                        Algorithm::HuggingFace(_) => unreachable!("encoded above"),
                     }
                     after_special = false;
                 }
@@ -299,10 +310,15 @@ impl Tokenizer {
                 text.as_bytes().to_vec()
             }
             (Algorithm::Bpe(_), _) => bpe::piece_bytes(text),
-            (Algorithm::Spm { .. }, TokenType::Byte) => parse_byte_token(text)
-                .map(|b| vec![b])
-                .unwrap_or_else(|| text.as_bytes().to_vec()),
-            (Algorithm::Spm { .. }, _) => text.replace('▁', " ").into_bytes(),
+            (Algorithm::HuggingFace(hf), _) if hf.byte_level => bpe::piece_bytes(text),
+            (Algorithm::Spm { .. } | Algorithm::HuggingFace(_), TokenType::Byte) => {
+                parse_byte_token(text)
+                    .map(|b| vec![b])
+                    .unwrap_or_else(|| text.as_bytes().to_vec())
+            }
+            (Algorithm::Spm { .. } | Algorithm::HuggingFace(_), _) => {
+                text.replace('▁', " ").into_bytes()
+            }
         }
     }
 
