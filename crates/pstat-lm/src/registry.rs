@@ -700,7 +700,8 @@ pub fn catalog(cache: &Cache) -> Vec<ModelInfo> {
         name: m.short_name.to_string(),
         family: m.family().to_string(),
         arch: m.arch.to_string(),
-        weight_type: "bf16".to_string(),
+        // Not local: the type is whatever a download holds.
+        weight_type: "-".to_string(),
         layers: m.n_layers,
         kind: if m.chat {
             ModelKind::Chat

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct HiddenArgs {
-    /// A registry model name (`pstat models list`) or a path to a GGUF file.
+    /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder.
     #[arg(long)]
     model: String,
     /// Comma-separated layers: 0 = embeddings, i = output of decoder block i.

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct ScoreArgs {
-    /// A registry model name (`pstat models list`) or a path to a GGUF file.
+    /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder.
     #[arg(long)]
     model: String,
     /// JSON lines of prompts.

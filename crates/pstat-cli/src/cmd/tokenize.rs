@@ -8,7 +8,7 @@ use std::io::{BufRead, BufWriter, Write};
 
 #[derive(Args)]
 pub struct TokenizeArgs {
-    /// A registry model name (`pstat models list`) or a path to a GGUF file.
+    /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder.
     #[arg(long)]
     model: String,
     /// Do not add BOS even where the model's metadata asks for it (add_bos_token).
