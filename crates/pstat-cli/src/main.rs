@@ -7,10 +7,20 @@ mod run;
 
 use clap::{Parser, Subcommand};
 
+/// `0.1.0 (commit <hash>, dirty)`: the git state the binary was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("PSTAT_GIT_COMMIT"),
+    ", dirty: ",
+    env!("PSTAT_GIT_DIRTY"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "pstat",
-    version,
+    version = VERSION,
     about = "Perturbation Stability of Truth: how stable are an LLM's beliefs when Neither statements are relabelled True?",
     long_about = "pstat implements P-StaT end to end. Statements are True, False or Neither (Fictional or \
 Synthetic). A perturbation Θ relabels some Neither statements as True; pstat applies it to a linear \
@@ -19,6 +29,10 @@ counts the held-out True statements the model stops (retractions) or starts (exp
 Start with `pstat run --quick` for a small end-to-end study, or `pstat data stats` to see the data."
 )]
 struct Cli {
+    /// Worker threads for every compute stage (default: RAYON_NUM_THREADS, else all cores);
+    /// recorded in the manifests.
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     #[command(subcommand)]
     command: Command,
 }
@@ -58,6 +72,19 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(n) = cli.threads
+        && let Err(err) = rayon::ThreadPoolBuilder::new()
+            .num_threads(n.into())
+            .build_global()
+    {
+        eprintln!("error: --threads {n}: {err}");
+        return std::process::ExitCode::FAILURE;
+    }
+    pstat_data::artifact::set_build(pstat_data::artifact::Build {
+        commit: env!("PSTAT_GIT_COMMIT").to_string(),
+        dirty: env!("PSTAT_GIT_DIRTY").parse().ok(),
+        threads: rayon::current_num_threads(),
+    });
     let result = match cli.command {
         Command::Data(c) => cmd::data::run(c),
         Command::Cluster(a) => cmd::cluster::run(a),

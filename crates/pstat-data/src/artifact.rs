@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -47,10 +48,60 @@ pub fn temp_sibling(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
 
+/// The program that writes artifacts: its git commit, whether its sources differed from that
+/// commit, and the size of its thread pool. The `pstat` binary sets it once at start-up from
+/// what its build script read from git; code that never sets it (library tests) records
+/// [`Build::unknown`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Build {
+    /// Full commit hash, or `unknown` outside a git checkout.
+    pub commit: String,
+    /// `None` when git could not tell.
+    pub dirty: Option<bool>,
+    /// Worker threads of the global rayon pool (`--threads`).
+    pub threads: usize,
+}
+
+impl Build {
+    pub fn unknown() -> Self {
+        Build {
+            commit: "unknown".into(),
+            dirty: None,
+            threads: 0,
+        }
+    }
+}
+
+static BUILD: OnceLock<Build> = OnceLock::new();
+
+/// Record the running program's build for every later [`Manifest`]; the first call wins.
+pub fn set_build(build: Build) {
+    let _ = BUILD.set(build);
+}
+
+/// The build set by [`set_build`], or [`Build::unknown`].
+pub fn build() -> Build {
+    BUILD.get().cloned().unwrap_or_else(Build::unknown)
+}
+
+fn unknown_commit() -> String {
+    "unknown".into()
+}
+
 /// Provenance written beside (or inside) every artifact.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub pstat_version: String,
+    /// Git commit of the build ([`Build`]); manifests written before it was recorded read as
+    /// `unknown`.
+    #[serde(default = "unknown_commit")]
+    pub git_commit: String,
+    /// Whether the build's sources differed from `git_commit`; absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dirty: Option<bool>,
+    /// Worker threads of the writing process (0 = not recorded).
+    #[serde(default)]
+    pub threads: usize,
     /// sha256 of the canonical (serialized) run config.
     pub config_hash: String,
     /// sha256 of the data files used.
@@ -69,8 +120,12 @@ pub struct Manifest {
 
 impl Manifest {
     pub fn new(artifact: impl Into<String>, config_hash: &str, data_hash: &str, seed: u64) -> Self {
+        let build = build();
         Manifest {
             pstat_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: build.commit,
+            git_dirty: build.dirty,
+            threads: build.threads,
             config_hash: config_hash.to_string(),
             data_hash: data_hash.to_string(),
             model_sha256: None,

@@ -1,6 +1,6 @@
 //! What counts as an existing word or entity when fictional and synthetic names are checked:
-//! an English word list (Debian's `wamerican` by default) and every entity of the bundled
-//! statement data.
+//! an English word list (Debian's `wamerican`, shipped in `data/english_words/`) and every
+//! entity of the bundled statement data.
 
 use crate::error::DataError;
 use crate::load::{DataRoot, domain_files};
@@ -8,8 +8,9 @@ use crate::statement::Domain;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// Where Debian/Ubuntu's `wamerican` package puts its list (`apt-get install wamerican`).
-pub const DEFAULT_WORD_LIST: &str = "/usr/share/dict/words";
+/// The shipped copy of Debian's `wamerican` list, relative to the repository root (see its
+/// SOURCE.md); the same file `apt-get install wamerican` puts at /usr/share/dict/words.
+pub const DEFAULT_WORD_LIST: &str = "data/english_words/american-english";
 
 /// A set of English words, compared case-insensitively. Possessive entries ("aardvark's")
 /// are skipped: they are forms, not words.
@@ -25,8 +26,8 @@ impl EnglishWords {
     pub fn load(path: &Path) -> Result<Self, DataError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             DataError::Invalid(format!(
-                "{}: cannot read the English word list ({e}); install Debian's `wamerican` \
-                 (apt-get install wamerican) or pass another one-word-per-line list",
+                "{}: cannot read the English word list ({e}); pass a one-word-per-line list such as the \
+                 repository's data/english_words/american-english (Debian's wamerican)",
                 path.display()
             ))
         })?;

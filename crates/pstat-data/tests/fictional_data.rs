@@ -1,7 +1,7 @@
 //! Validation of the shipped Fictional and Synthetic (Fi) files (issue 3, item 2): no overlap
 //! with real entities or English words, no duplicates, every sentence follows its template,
 //! balanced truth and negation, sizes of Table 1. A domain whose files do not exist yet is
-//! skipped with a note; a missing English word list fails (install Debian's `wamerican`).
+//! skipped with a note; a missing English word list fails.
 
 use pstat_data::lexicon::{DEFAULT_WORD_LIST, EnglishWords, KnownEntities};
 use pstat_data::load::{FileRole, domain_files};
@@ -15,7 +15,10 @@ fn data_root() -> DataRoot {
 }
 
 fn english() -> EnglishWords {
-    EnglishWords::load(Path::new(DEFAULT_WORD_LIST)).unwrap_or_else(|e| {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(DEFAULT_WORD_LIST);
+    EnglishWords::load(&shipped).unwrap_or_else(|e| {
         panic!("these tests need an English word list and must not pass without one: {e}")
     })
 }
