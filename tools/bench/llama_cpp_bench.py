@@ -9,10 +9,18 @@ tokens, and prints one JSON line with tokens/s of:
   (b) scoring: the shared prefix evaluated once, then each suffix decoded after it, the KV
       cache trimmed back to the prefix between suffixes (llama-cpp-python's own prefix reuse).
 Model: the original GGUF with llama.cpp's defaults (its quantized kernels, f16 KV cache).
+Also reported: tokens per CPU-second of this process (steadier than wall time on a shared
+machine) and its peak resident memory (ru_maxrss).
 """
 import argparse
 import json
+import resource
 import time
+
+
+def cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 import llama_cpp
 
@@ -30,6 +38,7 @@ def main():
         model_path=args.model, n_ctx=longest + 16, n_batch=2048, n_ubatch=512,
         n_threads=args.threads, n_threads_batch=args.threads, logits_all=False, verbose=False,
     )
+    cpu = cpu_seconds()
     start = time.perf_counter()
     tokens = 0
     for ids in work["statements"]:
@@ -37,7 +46,9 @@ def main():
         llm.eval(ids)
         tokens += len(ids)
     prefill = tokens / (time.perf_counter() - start)
+    prefill_cpu = tokens / (cpu_seconds() - cpu)
 
+    cpu = cpu_seconds()
     start = time.perf_counter()
     llm.reset()
     llm.eval(work["prefix"])
@@ -49,8 +60,11 @@ def main():
         llm.eval(ids)
         tokens += len(ids)
     scoring = tokens / (time.perf_counter() - start)
+    scoring_cpu = tokens / (cpu_seconds() - cpu)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(json.dumps({"prefill_tok_s": prefill, "scoring_tok_s": scoring,
-                      "version": llama_cpp.__version__}))
+                      "prefill_tok_cpu_s": prefill_cpu, "scoring_tok_cpu_s": scoring_cpu,
+                      "peak_rss_mib": peak_mib, "version": llama_cpp.__version__}))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ mod run;
 
 use clap::{Parser, Subcommand};
 
-/// `0.1.0 (commit <hash>, dirty)`: the git state the binary was built from (build.rs).
+/// `0.1.0 (commit <hash>, dirty: true|false|unknown)`: the git state the binary was built
+/// from (build.rs).
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
@@ -104,11 +105,18 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
-            // A model that cannot be used as given is bad input, like a bad flag.
-            if err.chain().any(pstat_lm::is_model_input_error) {
-                return std::process::ExitCode::from(2);
-            }
-            std::process::ExitCode::FAILURE
+            exit_code(&err)
         }
+    }
+}
+
+/// 2 for input pstat refuses by design (a tokenizer it cannot reproduce exactly), 1 otherwise.
+fn exit_code(err: &anyhow::Error) -> std::process::ExitCode {
+    // A model that cannot be used as given (unknown name, missing part, unsupported tokenizer,
+    // architecture or type) is bad input, like a bad flag.
+    if err.chain().any(pstat_lm::is_model_input_error) {
+        std::process::ExitCode::from(2)
+    } else {
+        std::process::ExitCode::FAILURE
     }
 }

@@ -171,4 +171,25 @@ mod tests {
             .collect();
         assert!(leftovers.is_empty());
     }
+
+    #[test]
+    fn manifests_carry_the_build_and_read_older_ones() {
+        set_build(Build {
+            commit: "0123abc".into(),
+            dirty: Some(true),
+            threads: 3,
+        });
+        let m = Manifest::new("stability", "c", "d", 42);
+        assert_eq!(
+            (m.git_commit.as_str(), m.git_dirty, m.threads),
+            ("0123abc", Some(true), 3)
+        );
+        let older = r#"{"pstat_version": "0.1.0", "config_hash": "c", "data_hash": "d",
+            "seed": 42, "artifact": "stability"}"#;
+        let m: Manifest = serde_json::from_str(older).unwrap();
+        assert_eq!(
+            (m.git_commit.as_str(), m.git_dirty, m.threads),
+            ("unknown", None, 0)
+        );
+    }
 }

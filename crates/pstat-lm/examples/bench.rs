@@ -4,10 +4,14 @@
 //!       (P-StaT question, plain format; the context is computed once and reused),
 //! for pstat and, when a Python with `llama_cpp` is given, for llama.cpp doing the same work on
 //! the same token ids and thread count (tools/bench/llama_cpp_bench.py), with the ratios; and
-//! the speed-up of prefix reuse over recomputing every full prompt.
+//! the speed-up of prefix reuse over recomputing every full prompt (skipped with
+//! `--recompute 0`). Each side also reports its CPU time (tokens per CPU-second, steadier than
+//! wall time on a shared machine) and its peak resident memory (VmHWM of this process for
+//! pstat, ru_maxrss of the Python process for llama.cpp). `--tokenizer` tokenizes with another
+//! GGUF's tokenizer (any ids of the model's vocabulary cost the same).
 //!
 //! cargo run --release -p pstat-lm --example bench -- [--model NAME|PATH] [--threads 2]
-//!     [--python /path/to/python-with-llama_cpp] [--recompute 20]
+//!     [--python /path/to/python-with-llama_cpp] [--recompute 20] [--tokenizer NAME|PATH]
 
 use pstat_data::load::{DataRoot, load_all};
 use pstat_lm::tokenizer::Tokenizer;
@@ -27,6 +31,7 @@ struct Args {
     threads: usize,
     python: Option<String>,
     recompute: usize,
+    tokenizer: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -35,6 +40,7 @@ fn parse_args() -> Args {
         threads: 2,
         python: std::env::var("PSTAT_LLAMA_CPP_PYTHON").ok(),
         recompute: 20,
+        tokenizer: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -44,6 +50,7 @@ fn parse_args() -> Args {
             "--threads" => args.threads = value.parse().expect("--threads takes a number"),
             "--python" => args.python = Some(value),
             "--recompute" => args.recompute = value.parse().expect("--recompute takes a number"),
+            "--tokenizer" => args.tokenizer = Some(value),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -58,7 +65,11 @@ fn main() {
         .expect("rayon pool");
     let path = pstat_lm::registry::resolve(&args.model).expect("model resolves");
     let lm = LanguageModel::load(&path).expect("model loads");
-    let tokenizer = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let tokenizer_path = match &args.tokenizer {
+        Some(name) => pstat_lm::registry::resolve(name).expect("tokenizer model resolves"),
+        None => path.clone(),
+    };
+    let tokenizer = Tokenizer::from_gguf(&GgufFile::open(&tokenizer_path).unwrap()).unwrap();
     let encode = |text: &str, bos: bool| tokenizer.encode(text, bos, false).unwrap();
 
     let mut texts: Vec<String> = load_all(&DataRoot::bundled())
@@ -84,54 +95,113 @@ fn main() {
 
     let layer = lm.n_layers() / 2;
     let prefill_tokens: usize = statements.iter().map(|s| s.len()).sum();
+    let cpu_start = cpu_seconds();
     let start = Instant::now();
     lm.hidden_states(&statements, &[layer]).unwrap();
     let prefill = prefill_tokens as f64 / start.elapsed().as_secs_f64();
+    let prefill_cpu = prefill_tokens as f64 / (cpu_seconds() - cpu_start);
     let start = Instant::now();
     lm.hidden_states(&statements, &[lm.n_layers()]).unwrap();
     let prefill_full = prefill_tokens as f64 / start.elapsed().as_secs_f64();
 
     let scoring_tokens: usize = suffixes.iter().map(|s| s.len()).sum();
+    let cpu_start = cpu_seconds();
     let start = Instant::now();
     let cache = lm.prefix(&prefix).unwrap();
     lm.next_token_logprobs(Some(&cache), &suffixes, &options)
         .unwrap();
     let scoring_secs = start.elapsed().as_secs_f64();
     let scoring = scoring_tokens as f64 / scoring_secs;
-
-    let full: Vec<Vec<u32>> = suffixes[..args.recompute]
-        .iter()
-        .map(|s| [prefix.as_slice(), s].concat())
-        .collect();
-    let start = Instant::now();
-    lm.next_token_logprobs(None, &full, &options).unwrap();
-    let per_prompt_recompute = start.elapsed().as_secs_f64() / args.recompute as f64;
-    let per_prompt_reuse = scoring_secs / N_TESTS as f64;
+    let scoring_cpu = scoring_tokens as f64 / (cpu_seconds() - cpu_start);
+    let peak = peak_rss_mib();
 
     println!("model: {} ({})", args.model, lm.sha256());
     println!("threads: {}", args.threads);
     println!(
-        "(a) prefill {N_PREFILL} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s (all {} layers: {prefill_full:.0} tok/s)",
+        "(a) prefill {N_PREFILL} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s, {prefill_cpu:.0} tok/CPU-s (all {} layers: {prefill_full:.0} tok/s)",
         lm.n_layers(),
         lm.n_layers()
     );
     println!(
-        "(b) score {N_TESTS} statements ({scoring_tokens} tokens) after a {}-token context: pstat {scoring:.0} tok/s",
+        "(b) score {N_TESTS} statements ({scoring_tokens} tokens) after a {}-token context: pstat {scoring:.0} tok/s, {scoring_cpu:.0} tok/CPU-s",
         prefix.len()
     );
+    println!("pstat peak resident memory: {peak:.0} MiB");
+    if args.recompute > 0 {
+        prefix_reuse(
+            &lm,
+            &prefix,
+            &suffixes,
+            &options,
+            args.recompute,
+            scoring_secs,
+        );
+    }
+    if let Some(python) = &args.python {
+        compare_llama_cpp(
+            python,
+            &path,
+            args.threads,
+            (&statements, &prefix, &suffixes),
+            [
+                prefill,
+                prefill_full,
+                scoring,
+                prefill_cpu,
+                scoring_cpu,
+                peak,
+            ],
+        );
+    } else {
+        println!(
+            "llama.cpp: skipped (pass --python or set PSTAT_LLAMA_CPP_PYTHON to a Python with llama_cpp)"
+        );
+    }
+}
+
+/// Speed-up of scoring against the cached prefix over recomputing each full prompt.
+fn prefix_reuse(
+    lm: &LanguageModel,
+    prefix: &[u32],
+    suffixes: &[Vec<u32>],
+    options: &[u32],
+    recompute: usize,
+    scoring_secs: f64,
+) {
+    let full: Vec<Vec<u32>> = suffixes[..recompute]
+        .iter()
+        .map(|s| [prefix, s].concat())
+        .collect();
+    let start = Instant::now();
+    lm.next_token_logprobs(None, &full, options).unwrap();
+    let per_prompt_recompute = start.elapsed().as_secs_f64() / recompute as f64;
+    let per_prompt_reuse = scoring_secs / N_TESTS as f64;
     println!(
         "prefix reuse vs recomputing each full prompt (K={N_CONTEXT}): {:.1}x ({:.3} s vs {:.3} s per prompt)",
         per_prompt_recompute / per_prompt_reuse,
         per_prompt_recompute,
         per_prompt_reuse
     );
+}
 
-    let Some(python) = args.python else {
-        println!(
-            "llama.cpp: skipped (pass --python or set PSTAT_LLAMA_CPP_PYTHON to a Python with llama_cpp)"
-        );
-        return;
-    };
+/// Runs tools/bench/llama_cpp_bench.py on the same token ids and threads, prints its figures
+/// and pstat's ratios to them. `ours`: prefill, prefill of all layers, scoring (tok/s),
+/// prefill and scoring (tok/CPU-s), peak RSS (MiB).
+fn compare_llama_cpp(
+    python: &str,
+    path: &std::path::Path,
+    threads: usize,
+    (statements, prefix, suffixes): (&[Vec<u32>], &[u32], &[Vec<u32>]),
+    ours: [f64; 6],
+) {
+    let [
+        prefill,
+        prefill_full,
+        scoring,
+        prefill_cpu,
+        scoring_cpu,
+        peak,
+    ] = ours;
     let dir = tempfile::tempdir().unwrap();
     let workload = dir.path().join("workload.json");
     let json =
@@ -141,7 +211,7 @@ fn main() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../tools/bench/llama_cpp_bench.py"
     );
-    let out = std::process::Command::new(&python)
+    let out = std::process::Command::new(python)
         .args([
             script,
             "--model",
@@ -149,7 +219,7 @@ fn main() {
             "--workload",
             workload.to_str().unwrap(),
         ])
-        .args(["--threads", &args.threads.to_string()])
+        .args(["--threads", &threads.to_string()])
         .output()
         .expect("python runs");
     if !out.status.success() {
@@ -170,10 +240,47 @@ fn main() {
         "llama.cpp {} (original GGUF, its defaults): (a) {lp:.0} tok/s (full model), (b) {ls:.0} tok/s",
         theirs["version"]
     );
+    let (lp_cpu, ls_cpu, their_peak) = (
+        theirs["prefill_tok_cpu_s"].as_f64().unwrap(),
+        theirs["scoring_tok_cpu_s"].as_f64().unwrap(),
+        theirs["peak_rss_mib"].as_f64().unwrap(),
+    );
     println!(
-        "ratio pstat/llama.cpp: (a) {:.2}x (all layers: {:.2}x), (b) {:.2}x",
+        "llama.cpp per CPU-second: (a) {lp_cpu:.0} tok/CPU-s, (b) {ls_cpu:.0} tok/CPU-s; peak resident memory: {their_peak:.0} MiB"
+    );
+    println!(
+        "ratio pstat/llama.cpp: (a) {:.2}x (all layers: {:.2}x), (b) {:.2}x; per CPU-second (a) {:.2}x, (b) {:.2}x; peak memory {:.2}x",
         prefill / lp,
         prefill_full / lp,
-        scoring / ls
+        scoring / ls,
+        prefill_cpu / lp_cpu,
+        scoring_cpu / ls_cpu,
+        peak / their_peak
     );
+}
+
+/// User + system CPU seconds of this process so far (all threads), from /proc/self/stat.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // USER_HZ, 100 on every Linux configuration the kernel exposes to user space.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Peak resident set of this process (VmHWM of /proc/self/status), MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
 }

@@ -19,9 +19,9 @@
 //! does not.
 
 use crate::gguf::{Arch, GgufFile};
-use crate::weights::{SourceError, TensorSource};
+use crate::weights::{RawTensor, SourceError, TensorSource};
 use candle_core::quantized::gguf_file::Value;
-use candle_core::quantized::{QStorage, QTensor};
+use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::safetensors::MmapedSafetensors;
 use half::{bf16, f16};
 use safetensors::Dtype as safetensors_dtype;
@@ -787,6 +787,58 @@ impl TensorSource for SafeTensors {
             .and_then(|m| self.routing.get(&m.hf_name))
             .map_or(&self.router, |&at| &self.files[at]);
         file.display().to_string()
+    }
+
+    fn raw(&mut self, name: &str) -> Result<RawTensor<'_>, SourceError> {
+        let error = |file: &Path, detail: String| SourceError::Tensor {
+            file: file.display().to_string(),
+            name: name.to_string(),
+            detail,
+        };
+        let mapped = self
+            .names
+            .get(name)
+            .ok_or_else(|| error(&self.router, "has no Hugging Face counterpart".into()))?;
+        let at = self
+            .locate(&mapped.hf_name)
+            .map_err(|e| error(&self.router, e.to_string()))?;
+        let file = &self.files[at];
+        let hf = &mapped.hf_name;
+        let view = self.mapped[at]
+            .get(hf)
+            .map_err(|e| error(file, format!("`{hf}`: {e}")))?;
+        let dims = view.shape().to_vec();
+        let dtype = match view.dtype() {
+            safetensors_dtype::F32 => GgmlDType::F32,
+            safetensors_dtype::F16 => GgmlDType::F16,
+            safetensors_dtype::BF16 => GgmlDType::BF16,
+            other => {
+                return Err(error(
+                    file,
+                    format!("`{hf}` is stored as {other:?}; supported: F32, F16, BF16"),
+                ));
+            }
+        };
+        let data: Box<dyn std::io::Read + '_> = match mapped.transform {
+            Transform::None => Box::new(view.data()),
+            Transform::PermuteRope { heads } => Box::new(std::io::Cursor::new(
+                permute_rope_rows(view.data(), &dims, heads)
+                    .map_err(|detail| error(file, format!("`{hf}`: {detail}")))?,
+            )),
+            Transform::AddOne => {
+                let values = to_f32(view.dtype(), view.data());
+                let bytes: Vec<u8> = values
+                    .iter()
+                    .flat_map(|v| (v + 1.0).to_le_bytes())
+                    .collect();
+                return Ok(RawTensor {
+                    dims,
+                    dtype: GgmlDType::F32,
+                    data: Box::new(std::io::Cursor::new(bytes)),
+                });
+            }
+        };
+        Ok(RawTensor { dims, dtype, data })
     }
 
     fn tensor(&mut self, name: &str) -> Result<QTensor, SourceError> {

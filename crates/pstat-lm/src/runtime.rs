@@ -4,15 +4,16 @@
 
 use crate::gguf::{GgufFile, ModelConfig};
 use crate::hf::{self, HfError, HfFolder};
+use crate::memory::{self, MemoryEstimate};
 use crate::model::{FinalRows, ForwardPlan, Model, ModelError, PrefixCache};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// Rows (tokens) per forward pass. Large enough to keep gemm efficient, small enough that a
 /// batch's activations stay in the tens of megabytes.
-const ROWS_PER_BATCH: usize = 2048;
+pub(crate) const ROWS_PER_BATCH: usize = 2048;
 /// Rows per LM-head product: Gemma 3's head is 262k wide, 1 MiB of logits per row.
-const ROWS_PER_HEAD: usize = 64;
+pub(crate) const ROWS_PER_HEAD: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LmError {
@@ -32,6 +33,8 @@ pub enum LmError {
     AmbiguousOption { index: usize, option: String },
     #[error("candidate token id {id} is outside the vocabulary of {vocab} tokens")]
     CandidateOutOfRange { id: u32, vocab: usize },
+    #[error("{path}: the model does not fit in memory: {detail}")]
+    TooLarge { path: PathBuf, detail: String },
 }
 
 /// The next-token distribution after one continuation, reduced to what scoring needs.
@@ -68,7 +71,8 @@ pub struct LanguageModel {
 }
 
 impl LanguageModel {
-    /// Loads a GGUF file or a Hugging Face folder (weights dequantized to f32).
+    /// Loads a GGUF file or a Hugging Face folder (weight matrices kept in their stored types);
+    /// a GGUF file after checking that it fits in the memory available.
     pub fn load(path: &Path) -> Result<Self, LmError> {
         if hf::is_folder(path) {
             let mut folder = HfFolder::open(path)?;
@@ -81,6 +85,15 @@ impl LanguageModel {
             });
         }
         let file = GgufFile::open(path).map_err(ModelError::from)?;
+        let config = file.config().map_err(ModelError::from)?;
+        if let Some(available) = memory::available() {
+            MemoryEstimate::of(&file, &config)
+                .check(available)
+                .map_err(|detail| LmError::TooLarge {
+                    path: path.to_path_buf(),
+                    detail,
+                })?;
+        }
         let model = Model::load(&file)?;
         Ok(Self {
             model,

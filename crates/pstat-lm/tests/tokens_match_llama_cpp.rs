@@ -151,13 +151,22 @@ fn check_offsets_and_decode(model: &str) {
             .unwrap();
         let ids: Vec<u32> = with_offsets.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, case.ids);
-        let mut covered = 0;
+        let (mut covered, mut prev_start) = (0, 0);
         for (_, range) in &with_offsets {
             assert!(
                 range.start <= range.end && range.end <= text.len(),
                 "{text:?}"
             );
-            assert!(range.start >= covered.min(range.start), "{text:?}");
+            assert!(
+                range.start >= prev_start,
+                "{model}: offsets of {text:?} go backwards at {range:?}"
+            );
+            assert!(
+                range.start <= covered,
+                "{model}: offsets of {text:?} skip bytes {covered}..{}",
+                range.start
+            );
+            prev_start = range.start;
             covered = covered.max(range.end);
         }
         assert_eq!(

@@ -4,6 +4,40 @@
 use crate::error::{Result, invalid};
 use pstat_data::activations::Activations;
 
+/// The checks of [`Bags::new`] on borrowed rows, for callers that score bags in place
+/// without copying them into a [`Bags`].
+pub fn check_layout(dim: usize, values: &[f32], offsets: &[usize]) -> Result<()> {
+    if dim == 0 {
+        return invalid("bags: feature dimension is 0");
+    }
+    if !values.len().is_multiple_of(dim) {
+        return invalid(format!(
+            "bags: {} values is not a multiple of dim {dim}",
+            values.len()
+        ));
+    }
+    let rows = values.len() / dim;
+    if offsets.first() != Some(&0) || offsets.last() != Some(&rows) {
+        return invalid(format!(
+            "bags: offsets must run from 0 to the {rows} instances, found first {:?} last {:?}",
+            offsets.first(),
+            offsets.last()
+        ));
+    }
+    if let Some(i) = offsets.windows(2).position(|w| w[1] <= w[0]) {
+        return invalid(format!("bags: bag {i} is empty or has decreasing offsets"));
+    }
+    if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+        return invalid(format!(
+            "bags: instance {} feature {} is {}",
+            k / dim,
+            k % dim,
+            values[k]
+        ));
+    }
+    Ok(())
+}
+
 /// Bags stored without padding: bag i owns rows `offsets[i]..offsets[i+1]` of `values`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bags {
@@ -18,34 +52,7 @@ impl Bags {
     /// Checks the ragged layout; every bag must hold at least one instance because a bag's
     /// score is a maximum (sAwMIL) or its last row (Mass-Mean).
     pub fn new(dim: usize, values: Vec<f32>, offsets: Vec<usize>) -> Result<Self> {
-        if dim == 0 {
-            return invalid("bags: feature dimension is 0");
-        }
-        if !values.len().is_multiple_of(dim) {
-            return invalid(format!(
-                "bags: {} values is not a multiple of dim {dim}",
-                values.len()
-            ));
-        }
-        let rows = values.len() / dim;
-        if offsets.first() != Some(&0) || offsets.last() != Some(&rows) {
-            return invalid(format!(
-                "bags: offsets must run from 0 to the {rows} instances, found first {:?} last {:?}",
-                offsets.first(),
-                offsets.last()
-            ));
-        }
-        if let Some(i) = offsets.windows(2).position(|w| w[1] <= w[0]) {
-            return invalid(format!("bags: bag {i} is empty or has decreasing offsets"));
-        }
-        if let Some(k) = values.iter().position(|v| !v.is_finite()) {
-            return invalid(format!(
-                "bags: instance {} feature {} is {}",
-                k / dim,
-                k % dim,
-                values[k]
-            ));
-        }
+        check_layout(dim, &values, &offsets)?;
         Ok(Bags {
             dim,
             values,

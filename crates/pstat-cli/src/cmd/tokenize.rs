@@ -1,5 +1,6 @@
 //! `pstat tokenize`: token ids of text lines, exactly as llama.cpp would produce them.
 //! Reads lines from stdin and writes one `{"text": ..., "ids": [...]}` JSON line per input line.
+//! Only the vocabulary is read, so vocabulary-only GGUF files (no tensors) work.
 
 use anyhow::Context;
 use clap::Args;
@@ -17,6 +18,9 @@ pub struct TokenizeArgs {
     /// Turn control-token texts such as `<|im_start|>` into their ids (for chat-rendered text).
     #[arg(long)]
     parse_special: bool,
+    /// Each stdin line is a JSON string (so a text can hold newlines, tabs or a trailing `\r`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -32,7 +36,14 @@ pub fn run(args: TokenizeArgs) -> anyhow::Result<()> {
     let mut out = BufWriter::new(stdout.lock());
     for (i, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.with_context(|| format!("reading stdin line {}", i + 1))?;
-        let text = line.strip_suffix('\r').unwrap_or(&line);
+        let decoded: String;
+        let text = if args.json {
+            decoded = serde_json::from_str(&line)
+                .with_context(|| format!("stdin line {}: not a JSON string", i + 1))?;
+            decoded.as_str()
+        } else {
+            line.strip_suffix('\r').unwrap_or(&line)
+        };
         let ids = tokenizer
             .encode(text, !args.no_bos, args.parse_special)
             .with_context(|| format!("stdin line {}", i + 1))?;

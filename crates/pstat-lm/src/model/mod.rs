@@ -1,6 +1,7 @@
-//! The forward pass: a decoder built from a GGUF file with every weight dequantized to f32 at
-//! load ("exact mode": candle's Q4_1/Q5_0 CPU kernels are scalar and far slower than f32
-//! gemm, and f32 weights make the results comparable with llama.cpp on an F32 re-quantized
+//! The forward pass: a decoder built from a GGUF file, its weight matrices kept in their
+//! stored type ([`weights`]) and dequantized to f32 a tile at a time inside each product
+//! ("exact mode": every product is an f32 gemm on exactly the values that dequantizing the
+//! whole file would give, so results are comparable with llama.cpp on an F32 re-quantized
 //! file), run over packed batches of sequences that all continue one cached prefix.
 //!
 //! One file per architecture ([`llama`], [`gemma3`]) wires the shared sublayers of
@@ -11,12 +12,14 @@ pub mod gemma3;
 pub mod layers;
 pub mod llama;
 pub mod ops;
+pub mod weights;
 
 use crate::gguf::{Arch, GgufError, GgufFile, ModelConfig};
 use crate::weights::{GgufTensors, SourceError, TensorSource};
 use attention::{LayerKv, Packing};
 use candle_core::Device;
 use ops::{Matrix, RopeTable, linear, rms_norm};
+use weights::Stored;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -49,7 +52,8 @@ pub enum ModelError {
     TokenOutOfRange { index: usize, id: u32, vocab: usize },
 }
 
-/// Reads tensors of a [`TensorSource`], dequantized to f32, checking their shapes.
+/// Reads tensors of a [`TensorSource`] (a GGUF file or a Hugging Face folder), checking their
+/// shapes: weight matrices in their stored type, vectors (norms, biases) as f32.
 pub struct Loader<'a> {
     source: &'a mut dyn TensorSource,
 }
@@ -81,9 +85,37 @@ impl<'a> Loader<'a> {
             .map_err(|e| self.tensor_error(name, format!("cannot dequantize: {e}")))
     }
 
-    /// A weight matrix stored `rows × cols` (ggml: `[cols, rows]`).
+    /// A weight matrix stored `rows × cols` (ggml: `[cols, rows]`), kept in its stored type.
     pub fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
-        Ok(Matrix::new(rows, cols, self.read(name, &[rows, cols])?))
+        let origin = self.source.origin(name);
+        let error = |detail: String| ModelError::Tensor {
+            path: origin.clone(),
+            name: name.to_string(),
+            detail,
+        };
+        let raw = self.source.raw(name)?;
+        if raw.dims != [rows, cols] {
+            let found = raw.dims.clone();
+            return Err(error(format!(
+                "shape {found:?}, expected {:?}",
+                [rows, cols]
+            )));
+        }
+        let dtype = raw.dtype;
+        if !cols.is_multiple_of(dtype.block_size()) {
+            return Err(error(format!(
+                "rows of {cols} elements are not whole {dtype:?} blocks"
+            )));
+        }
+        let mut data = raw.data;
+        let stored = Stored::read(&mut data, dtype, rows * cols)
+            .map_err(|e| error(format!("cannot read: {e}")))?
+            .ok_or_else(|| {
+                error(format!(
+                    "tensor type {dtype:?} is not supported for weight matrices"
+                ))
+            })?;
+        Matrix::from_stored(rows, cols, stored).map_err(error)
     }
 
     pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
@@ -189,7 +221,7 @@ impl PrefixCache {
     }
 }
 
-/// A decoder with f32 weights.
+/// A decoder with weight matrices in their stored types.
 #[derive(Debug)]
 pub struct Model {
     config: ModelConfig,
@@ -387,8 +419,8 @@ impl Model {
             .flat_map(|&id| {
                 self.embeddings
                     .row(id as usize)
-                    .iter()
-                    .map(move |&v| scale.map_or(v, |s| v * s))
+                    .into_iter()
+                    .map(move |v| scale.map_or(v, |s| v * s))
             })
             .collect()
     }

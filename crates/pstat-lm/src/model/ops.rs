@@ -10,36 +10,7 @@
 use gemm::Parallelism;
 use rayon::prelude::*;
 
-/// A dense row-major matrix: `rows × cols`.
-#[derive(Debug, Clone)]
-pub struct Matrix {
-    pub rows: usize,
-    pub cols: usize,
-    pub data: Vec<f32>,
-}
-
-impl Matrix {
-    pub fn new(rows: usize, cols: usize, data: Vec<f32>) -> Self {
-        assert_eq!(data.len(), rows * cols, "matrix data must be rows × cols");
-        Self { rows, cols, data }
-    }
-
-    /// Stacks matrices with equal column counts on top of each other (fused projections).
-    pub fn stack(parts: &[Matrix]) -> Self {
-        let cols = parts[0].cols;
-        assert!(
-            parts.iter().all(|p| p.cols == cols),
-            "stacked matrices need equal widths"
-        );
-        let data = parts.iter().flat_map(|p| p.data.iter().copied()).collect();
-        Self::new(parts.iter().map(|p| p.rows).sum(), cols, data)
-    }
-
-    /// Row `i`.
-    pub fn row(&self, i: usize) -> &[f32] {
-        &self.data[i * self.cols..(i + 1) * self.cols]
-    }
-}
+pub use super::weights::Matrix;
 
 /// A strided view of a matrix operand for [`gemm_into`]: element (r, c) is at
 /// `data[offset + r * row_stride + c * col_stride]`.
@@ -103,8 +74,45 @@ pub fn gemm_into(
         }
         return;
     }
-    // The bounds checks make the unsafe call below sound: gemm reads and writes exactly the
-    // elements of these blocks.
+    assert!(
+        (m - 1) * dst_stride + n <= dst.len(),
+        "gemm dst out of bounds"
+    );
+    assert!(n <= dst_stride, "gemm dst rows overlap");
+    // SAFETY: `dst` was bounds-checked above for the given shape and stride, and it is
+    // borrowed mutably, so it cannot alias `lhs` or `rhs`.
+    unsafe {
+        gemm_raw(
+            dst.as_mut_ptr(),
+            dst_stride,
+            lhs,
+            rhs,
+            (m, n, k),
+            beta,
+            accumulate,
+            threads,
+        )
+    }
+}
+
+/// [`gemm_into`] on a raw destination, for callers that write disjoint blocks of one output
+/// from several threads. `m`, `n` and `k` must be non-zero.
+///
+/// # Safety
+/// `dst` must be valid for writes at `dst + r·dst_stride + c` for every `r < m`, `c < n`, with
+/// `n ≤ dst_stride`, and no other thread may access those elements during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_raw(
+    dst: *mut f32,
+    dst_stride: usize,
+    lhs: View,
+    rhs: View,
+    (m, n, k): (usize, usize, usize),
+    beta: f32,
+    accumulate: bool,
+    threads: usize,
+) {
+    // The operand checks make the reads sound: gemm reads exactly the elements of these blocks.
     assert!(
         lhs.last_index(m, k) < lhs.data.len(),
         "gemm lhs out of bounds"
@@ -113,24 +121,18 @@ pub fn gemm_into(
         rhs.last_index(k, n) < rhs.data.len(),
         "gemm rhs out of bounds"
     );
-    assert!(
-        (m - 1) * dst_stride + n <= dst.len(),
-        "gemm dst out of bounds"
-    );
-    assert!(n <= dst_stride, "gemm dst rows overlap");
     let parallelism = if threads > 1 {
         Parallelism::Rayon(threads)
     } else {
         Parallelism::None
     };
-    // SAFETY: all three operands were bounds-checked above for the given shape and strides,
-    // and `dst` is borrowed mutably, so it cannot alias `lhs` or `rhs`.
+    // SAFETY: the operands were bounds-checked above and the caller guarantees `dst`.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst,
             1,
             dst_stride as isize,
             accumulate,
@@ -151,21 +153,96 @@ pub fn gemm_into(
 }
 
 /// `x[n × w.cols] · wᵀ` for a weight stored as `out × in` (GGUF's layout): `[n × w.rows]`.
+///
+/// An f32 weight is one gemm. Any other stored type is dequantized a tile of rows at a time
+/// into a per-thread scratch buffer, and each tile's product is the same gemm restricted to
+/// those output columns: gemm's sum over k for one output element depends only on k's
+/// blocking (a function of k and the cache sizes) and not on how many output columns the call
+/// spans, so the result is bit-identical to dequantizing the whole weight first, provided no
+/// tile falls into gemm's small-matrix paths ([`MIN_TILE_ROWS`]).
 pub fn linear(x: &[f32], n: usize, w: &Matrix) -> Vec<f32> {
     assert_eq!(x.len(), n * w.cols, "linear input must be n × in");
     let mut out = vec![0.0; n * w.rows];
-    gemm_into(
-        &mut out,
-        w.rows,
-        View::rows(x, 0, w.cols),
-        View::transposed(&w.data, 0, w.cols),
-        (n, w.rows, w.cols),
-        1.0,
-        false,
-        rayon::current_num_threads(),
-    );
+    let threads = rayon::current_num_threads();
+    if let Some(data) = w.as_f32() {
+        gemm_into(
+            &mut out,
+            w.rows,
+            View::rows(x, 0, w.cols),
+            View::transposed(data, 0, w.cols),
+            (n, w.rows, w.cols),
+            1.0,
+            false,
+            threads,
+        );
+        return out;
+    }
+    if n == 0 || w.rows == 0 || w.cols == 0 {
+        return out;
+    }
+    let tiles = row_tiles(w.rows, w.cols);
+    let threads_per_tile = (threads / tiles.len()).max(1);
+    let dst = SharedDst(out.as_mut_ptr());
+    tiles.into_par_iter().for_each(|rows| {
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let len = rows.len() * w.cols;
+            if scratch.len() < len {
+                scratch.resize(len, 0.0);
+            }
+            let tile = &mut scratch[..len];
+            w.dequantize_rows(rows.clone(), tile);
+            let dst = &dst;
+            // SAFETY: `out` is `n × w.rows`; this tile writes columns `rows` of each of its n
+            // rows (the last at (n - 1)·w.rows + rows.end ≤ out.len()), and tiles are disjoint
+            // column ranges, so no two tasks write the same element; x and the scratch tile
+            // are exactly `n × cols` and `rows.len() × cols`.
+            unsafe {
+                gemm_raw(
+                    dst.0.add(rows.start),
+                    w.rows,
+                    View::rows(x, 0, w.cols),
+                    View::transposed(tile, 0, w.cols),
+                    (n, rows.len(), w.cols),
+                    1.0,
+                    false,
+                    threads_per_tile,
+                );
+            }
+        });
+    });
     out
 }
+
+/// Fewest weight rows in a tile: with more than 256 output columns (and more than 64), gemm
+/// never takes its small-matrix paths (the "horizontal" kernel for m·n ≤ 256 and the
+/// fixed kc = 512 blocking for m, n ≤ 64), whatever the number of input rows, so a tile sums
+/// exactly as the whole matrix does. A matrix with fewer rows is one tile.
+const MIN_TILE_ROWS: usize = 257;
+/// A tile's dequantized f32 rows aim at this size (about an L2 cache), more rows than
+/// [`MIN_TILE_ROWS`] when rows are short.
+const TILE_BYTES: usize = 2 << 20;
+
+thread_local! {
+    /// Each worker's dequantized tile, reused from product to product.
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Consecutive row ranges covering `0..rows`, each at least [`MIN_TILE_ROWS`] long (or the
+/// whole matrix), of about [`TILE_BYTES`] of f32 each.
+fn row_tiles(rows: usize, cols: usize) -> Vec<std::ops::Range<usize>> {
+    let target = (TILE_BYTES / (4 * cols.max(1))).max(MIN_TILE_ROWS);
+    let count = (rows / target).max(1);
+    (0..count)
+        .map(|i| i * rows / count..(i + 1) * rows / count)
+        .collect()
+}
+
+/// The output pointer shared by the tile tasks of one product (each writes its own columns).
+struct SharedDst(*mut f32);
+// SAFETY: tasks write disjoint elements through it (see `linear`), and it does not outlive
+// the borrow of the output it points into.
+unsafe impl Sync for SharedDst {}
 
 /// RMSNorm of every `weight.len()`-wide chunk of `x`, in place: `x / sqrt(mean(x²) + eps) · weight`.
 /// The sum of squares accumulates in f64, as llama.cpp does.

@@ -2,7 +2,7 @@
 //! (the library behind transformers' fast tokenizers, so the ids are exactly those a Hugging
 //! Face user gets). BOS/EOS come from `tokenizer_config.json`, else config.json's ids.
 
-use super::{Algorithm, TokenType, Tokenizer, TokenizerError, Vocab};
+use super::{Algorithm, Tokenizer, TokenizerError, Vocab, attr};
 use crate::hf::{self, HfError};
 use serde_json::Value as Json;
 use std::ops::Range;
@@ -67,20 +67,20 @@ impl Tokenizer {
         let ids = parsing.get_vocab(true);
         let n = ids.values().map(|&id| id as usize + 1).max().unwrap_or(0);
         let mut tokens = vec![String::new(); n];
-        let mut types = vec![TokenType::Unused; n];
+        let mut attrs = vec![attr::UNUSED; n];
         for (text, &id) in &ids {
             tokens[id as usize] = text.clone();
-            types[id as usize] = if !byte_level && super::parse_byte_token(text).is_some() {
-                TokenType::Byte
+            attrs[id as usize] = if !byte_level && super::parse_byte_token(text).is_some() {
+                attr::BYTE
             } else {
-                TokenType::Normal
+                attr::NORMAL
             };
         }
         for (id, added) in parsing.get_added_tokens_decoder() {
-            types[id as usize] = if added.special {
-                TokenType::Control
+            attrs[id as usize] = if added.special {
+                attr::CONTROL
             } else {
-                TokenType::UserDefined
+                attr::USER_DEFINED
             };
         }
         let config = |name: &str| -> Result<Option<Json>, TokenizerError> {
@@ -112,7 +112,6 @@ impl Tokenizer {
         };
         let bos = special("bos_token");
         let eos = special("eos_token");
-        let unk = special("unk_token");
         let hf = HfTokenizer {
             parsing,
             literal,
@@ -125,10 +124,9 @@ impl Tokenizer {
         Ok(Self {
             vocab: Vocab {
                 tokens,
-                types,
+                attrs,
                 scores: vec![0.0; n],
                 ids,
-                unk,
             },
             algorithm: Algorithm::HuggingFace(Box::new(hf)),
             specials: Vec::new(),

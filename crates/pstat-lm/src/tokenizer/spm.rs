@@ -1,11 +1,11 @@
 //! SentencePiece-style tokenization as llama.cpp does it for `tokenizer.ggml.model = llama`
-//! vocabularies (Gemma): start from UTF-8 characters, repeatedly merge the adjacent pair whose
+//! vocabularies (Gemma, Llama 2, Mistral): start from UTF-8 characters, repeatedly merge the adjacent pair whose
 //! concatenation is a token with the highest score (ties: leftmost), then emit each symbol as a
 //! token, or as `<0xXX>` byte tokens when it is a single character outside the vocabulary.
 //! (llama.cpp also keeps a merge history to re-split symbols that are not tokens, but a merge
 //! only ever forms a token, so only unmerged characters can miss and the history is never used.)
 
-use super::Vocab;
+use super::{TokenizerError, Vocab};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::ops::Range;
@@ -56,9 +56,9 @@ pub(super) fn tokenize(
     text: &str,
     origin: &[usize],
     out: &mut Vec<(u32, Range<usize>)>,
-) {
+) -> Result<(), TokenizerError> {
     if text.is_empty() {
-        return;
+        return Ok(());
     }
     let mut symbols: Vec<Symbol> = Vec::new();
     for (i, (start, ch)) in text.char_indices().enumerate() {
@@ -97,9 +97,10 @@ pub(super) fn tokenize(
     }
     let mut at = Some(0);
     while let Some(i) = at {
-        session.emit(i, origin, out);
+        session.emit(i, origin, out)?;
         at = session.symbols[i].next;
     }
+    Ok(())
 }
 
 struct Session<'a> {
@@ -131,7 +132,12 @@ impl<'a> Session<'a> {
         });
     }
 
-    fn emit(&self, i: usize, origin: &[usize], out: &mut Vec<(u32, Range<usize>)>) {
+    fn emit(
+        &self,
+        i: usize,
+        origin: &[usize],
+        out: &mut Vec<(u32, Range<usize>)>,
+    ) -> Result<(), TokenizerError> {
         let sym = self.symbols[i];
         let piece = self.piece(sym.start, sym.len);
         match self.vocab.id(piece) {
@@ -139,9 +145,10 @@ impl<'a> Session<'a> {
             None => {
                 for (k, byte) in piece.bytes().enumerate() {
                     let at = sym.start + k;
-                    out.push((self.vocab.byte_token(byte), origin[at]..origin[at + 1]));
+                    out.push((self.vocab.byte_token(byte)?, origin[at]..origin[at + 1]));
                 }
             }
         }
+        Ok(())
     }
 }
