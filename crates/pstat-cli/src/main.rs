@@ -3,7 +3,7 @@
 //! `cmd/<name>.rs` and calls into the pipeline crates.
 
 mod cmd;
-mod run;
+mod progress;
 
 use clap::{Parser, Subcommand};
 
@@ -66,7 +66,7 @@ enum Command {
     /// Familiarity: object-token probabilities per statement kind and within-kind activation distances.
     Familiarity(cmd::stage::FamiliarityArgs),
     /// Run the whole P-StaT study (or the stages the config enables), resumably.
-    Run(run::RunArgs),
+    Run(cmd::run::RunArgs),
     /// Rebuild the figures and the self-contained report.html of a run folder from its files.
     Report(cmd::report::ReportArgs),
 }
@@ -96,7 +96,7 @@ fn main() -> std::process::ExitCode {
         Command::Score(a) => cmd::score::run(a),
         Command::Hidden(a) => cmd::hidden::run(a),
         Command::Report(a) => cmd::report::run(a),
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => cmd::run::run(a),
         Command::Probe(a) => cmd::stage::probe(a),
         Command::Extract(a) => cmd::stage::extract(a),
         Command::Familiarity(a) => cmd::stage::familiarity(a),

@@ -463,6 +463,8 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
                 )?;
             }
         }
+        // SUPPORTED converts no folder to these architectures.
+        Arch::Gemma | Arch::Gemma2 => unreachable!("no folder architecture converts to {arch:?}"),
     }
     let tied = config.bool_or("tie_word_embeddings", gemma)?;
     meta.insert("general.architecture".into(), Value::String(a.into()));
@@ -622,6 +624,10 @@ fn tensor_map(shape: &Shape, arch: Arch) -> HashMap<String, Mapped> {
                 ] {
                     put(gguf, hf(name), Transform::AddOne);
                 }
+            }
+            // SUPPORTED converts no folder to these architectures.
+            Arch::Gemma | Arch::Gemma2 => {
+                unreachable!("no folder architecture converts to {arch:?}")
             }
         }
     }

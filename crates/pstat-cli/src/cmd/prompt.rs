@@ -7,20 +7,18 @@
 
 use anyhow::{Context, bail};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use pstat_data::{
     ConditionSet, DataRoot, Domain, Kind, SplitConfig, load_all, split::exclusive_split,
 };
+use pstat_http::HttpOptions;
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
-use pstat_prompt::server::ServerScorer;
-use pstat_prompt::tables::{upsert_answers, upsert_resamples};
+use pstat_prompt::server::{ServerConfig, ServerScorer};
 use pstat_prompt::{
-    BaselineContext, ContextSpec, OptionScorer, OptionTokens, Progress, PromptFormat, StudySpec,
-    TrainingPool, run_units, summarize,
+    Baseline, ContextSpec, OptionScorer, OptionTokens, PromptFormat, StudySpec, TrainingPool,
+    run_units, summarize,
 };
 use pstat_stability::Bootstrap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Args)]
 pub struct PromptArgs {
@@ -37,7 +35,7 @@ pub struct PromptArgs {
     k: usize,
     /// Baseline context: `empty` (the paper) or `true` (K True training statements, App. G).
     #[arg(long, default_value = "empty")]
-    baseline: BaselineContext,
+    baseline: Baseline,
     /// Independent context draws per condition beyond the main one (mean and spread of ρ_R
     /// go to resamples.csv).
     #[arg(long, default_value_t = 0)]
@@ -54,9 +52,22 @@ pub struct PromptArgs {
     /// endpoint (a URL ending in /completion). Default: the embedded runtime.
     #[arg(long)]
     backend: Option<String>,
-    /// The `model` field sent to an OpenAI-compatible server.
+    /// The model to ask the server for (default: its only model, by `GET /v1/models`).
     #[arg(long)]
     backend_model: Option<String>,
+    /// Requests in flight at once on the server.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Seconds per server request before it is retried.
+    #[arg(long, default_value_t = 300.0)]
+    timeout: f64,
+    /// Retries of a failed server request (429, 5xx, timeouts, dropped connections, invalid
+    /// replies), with exponential backoff.
+    #[arg(long, default_value_t = 5)]
+    retries: usize,
+    /// Environment variable holding the server's API key (default: OPENAI_API_KEY when set).
+    #[arg(long)]
+    api_key_env: Option<String>,
     /// Output folder: tables at its top, judgments under prompt/<model>/<domain>/.
     #[arg(long, default_value = "results")]
     out: PathBuf,
@@ -76,37 +87,6 @@ pub struct PromptArgs {
     /// Data folder laid out like the repo's data/ (default: the bundled data).
     #[arg(long)]
     data: Option<PathBuf>,
-}
-
-/// One progress bar per unit (also used by `pstat run`).
-pub(crate) struct Bars(pub(crate) Option<ProgressBar>);
-
-impl Progress for Bars {
-    fn start(&mut self, unit: &str, n: usize) {
-        let bar = ProgressBar::new(n as u64).with_message(unit.to_string());
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{msg:32} {bar:30} {pos}/{len} {elapsed_precise} eta {eta}",
-            )
-            .expect("valid template"),
-        );
-        self.0 = Some(bar);
-    }
-    fn advance(&mut self, n: usize) {
-        if let Some(bar) = &self.0 {
-            bar.inc(n as u64);
-        }
-    }
-    fn finish(&mut self, resumed: bool) {
-        if let Some(bar) = self.0.take() {
-            if resumed {
-                bar.set_position(bar.length().unwrap_or(0));
-                bar.finish_with_message(format!("{} (stored)", bar.message()));
-            } else {
-                bar.finish();
-            }
-        }
-    }
 }
 
 pub fn run(args: PromptArgs) -> anyhow::Result<()> {
@@ -147,23 +127,29 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
         .filter(|s| s.kind == Kind::True && test_ids.contains(s.id.as_str()))
         .take(args.limit.unwrap_or(usize::MAX))
         .collect();
-    let options = OptionTokens::new(&codec)?;
-    let model_name = crate::run::model::display_name(&args.model);
+    let model_name = pstat_study::model::display_name(&args.model);
     let lm;
     let mut scorer: Box<dyn OptionScorer> = match &args.backend {
-        Some(url) => Box::new(ServerScorer::new(
-            url,
-            args.backend_model.clone(),
-            options,
-            Duration::from_secs(600),
+        Some(url) => Box::new(ServerScorer::connect(
+            &ServerConfig {
+                model: args.backend_model.clone(),
+                concurrency: args.concurrency,
+                http: HttpOptions {
+                    timeout_s: args.timeout,
+                    retries: args.retries,
+                    api_key_env: args.api_key_env.clone(),
+                    ..HttpOptions::default()
+                },
+                ..ServerConfig::new(url)
+            },
+            &codec,
         )?),
         None => {
             lm = pstat_lm::LanguageModel::load(&path)?;
-            Box::new(EmbeddedScorer::new(&lm, options))
+            Box::new(EmbeddedScorer::new(&lm, OptionTokens::new(&codec)?))
         }
     };
     let conditions = ConditionSet::paper();
-    let stability_path = args.out.join("stability.csv");
     for format in formats {
         let spec = StudySpec {
             model: model_name.clone(),
@@ -190,20 +176,13 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
             &test,
             &codec,
             scorer.as_mut(),
-            &mut Bars(None),
+            &mut crate::progress::Bars::new(),
         )?;
         let summary = summarize(&spec, &units, Bootstrap::default())?;
-        let mut table = if stability_path.is_file() {
-            pstat_stability::read_csv(&stability_path).map_err(anyhow::Error::msg)?
-        } else {
-            Vec::new()
-        };
-        pstat_stability::upsert(&mut table, summary.stability.iter().cloned());
-        pstat_stability::write_csv(&stability_path, &table)
-            .with_context(|| format!("writing {}", stability_path.display()))?;
-        upsert_answers(&args.out.join("answers.csv"), &summary.answers)?;
+        pstat_tables::upsert_table(&args.out, &summary.stability)?;
+        pstat_tables::upsert_table(&args.out, &summary.answers)?;
         if !summary.resamples.is_empty() {
-            upsert_resamples(&args.out.join("resamples.csv"), &summary.resamples)?;
+            pstat_tables::upsert_table(&args.out, &summary.resamples)?;
         }
         let base = &summary.answers[0];
         println!(

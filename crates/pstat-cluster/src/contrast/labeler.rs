@@ -1,6 +1,8 @@
-//! The labeler: sends a contrastive prompt to an OpenAI-compatible chat endpoint and validates the
-//! JSON answer (the five keys of Appendix I.1), retrying on invalid answers.
+//! The labeler: sends a contrastive prompt to an OpenAI-compatible chat endpoint (local or
+//! hosted: https, an API key, a model name) and validates the JSON answer (the five keys of
+//! Appendix I.1), asking again on invalid answers.
 
+use pstat_http::{Client, HttpOptions};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -79,10 +81,8 @@ pub fn parse_label_answer(text: &str) -> Result<ClusterLabel, String> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LabelerError {
-    #[error("request to {url} failed: {message}")]
-    Http { url: String, message: String },
-    #[error("response from {url} has no choices[0].message.content")]
-    NoContent { url: String },
+    #[error("labeler: {0}")]
+    Http(#[from] pstat_http::HttpError),
     #[error("no valid answer after {attempts} attempt(s); last problem: {last}")]
     Invalid { attempts: usize, last: String },
 }
@@ -94,35 +94,71 @@ pub struct LabelOutcome {
     pub attempts: usize,
 }
 
+/// Where the labeler is and how it is reached; every field but `url` has a default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LabelerConfig {
+    /// A server root (`http://127.0.0.1:8080`), a `/v1` base, or the full
+    /// `/v1/chat/completions` address; https for a hosted endpoint.
+    pub url: String,
+    /// The `model` field of each request (a hosted endpoint needs its real name).
+    pub model: String,
+    /// Requests per prompt while answers fail validation (transport failures are retried
+    /// apart, by `http`).
+    pub attempts: usize,
+    pub http: HttpOptions,
+}
+
+impl Default for LabelerConfig {
+    fn default() -> Self {
+        LabelerConfig {
+            url: String::new(),
+            model: "default".into(),
+            attempts: 3,
+            http: HttpOptions::default(),
+        }
+    }
+}
+
 /// Client for `POST {base}/v1/chat/completions`.
 pub struct Labeler {
     url: String,
     model: String,
     max_attempts: usize,
-    agent: ureq::Agent,
+    client: Client,
 }
 
 impl Labeler {
-    /// `url` may be a server root (`http://127.0.0.1:8080`), a `/v1` base, or the full
-    /// `/v1/chat/completions` address. `max_attempts` ≥ 1 requests are made per prompt.
+    /// The key comes from `OPENAI_API_KEY` if set; see [`Labeler::from_config`] for a named
+    /// variable and the retry settings.
     pub fn new(url: &str, model: &str, max_attempts: usize, timeout: Duration) -> Self {
-        let url = url.trim_end_matches('/');
+        let config = LabelerConfig {
+            url: url.to_string(),
+            model: model.to_string(),
+            attempts: max_attempts,
+            http: HttpOptions::with_timeout(timeout.max(Duration::from_millis(1))),
+        };
+        let client = Client::new(&config.http);
+        // Without a named key variable and with a positive timeout, nothing can fail.
+        Self::with_client(&config, client.expect("default HTTP options are valid"))
+    }
+
+    pub fn from_config(config: &LabelerConfig) -> Result<Self, LabelerError> {
+        Ok(Self::with_client(config, Client::new(&config.http)?))
+    }
+
+    fn with_client(config: &LabelerConfig, client: Client) -> Self {
+        let url = config.url.trim_end_matches('/');
         let url = if url.ends_with("/chat/completions") {
             url.to_string()
-        } else if url.ends_with("/v1") {
-            format!("{url}/chat/completions")
         } else {
-            format!("{url}/v1/chat/completions")
+            pstat_http::endpoint(url, "v1/chat/completions")
         };
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
-            .build()
-            .new_agent();
         Labeler {
             url,
-            model: model.to_string(),
-            max_attempts: max_attempts.max(1),
-            agent,
+            model: config.model.clone(),
+            max_attempts: config.attempts.max(1),
+            client,
         }
     }
 
@@ -133,22 +169,15 @@ impl Labeler {
             "messages": [{"role": "user", "content": prompt}],
             "temperature": 0.0,
         });
-        let http = |e: ureq::Error| LabelerError::Http {
-            url: self.url.clone(),
-            message: e.to_string(),
-        };
-        let mut response = self.agent.post(&self.url).send_json(&body).map_err(http)?;
-        let reply: serde_json::Value = response.body_mut().read_json().map_err(http)?;
-        reply["choices"][0]["message"]["content"]
-            .as_str()
-            .map(str::to_string)
-            .ok_or(LabelerError::NoContent {
-                url: self.url.clone(),
-            })
+        Ok(self.client.post_json(&self.url, &body, |reply| {
+            reply["choices"][0]["message"]["content"]
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| "no choices[0].message.content".to_string())
+        })?)
     }
 
-    /// Asks until the answer validates or `max_attempts` is reached. Transport errors are not
-    /// retried: they would fail the same way again.
+    /// Asks until the answer validates or `max_attempts` is reached.
     pub fn label(&self, prompt: &str) -> Result<LabelOutcome, LabelerError> {
         let mut last = String::new();
         for attempt in 1..=self.max_attempts {
@@ -274,6 +303,9 @@ mod tests {
                     if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
                         length = v.trim().parse().unwrap();
                     }
+                    if line.to_ascii_lowercase().starts_with("authorization:") {
+                        bodies.push(line.trim().to_string());
+                    }
                 }
                 let mut body = vec![0u8; length];
                 reader.read_exact(&mut body).unwrap();
@@ -307,6 +339,38 @@ mod tests {
     }
 
     #[test]
+    fn a_hosted_endpoint_gets_its_model_name_and_key() {
+        // SAFETY: only this test reads or writes this variable.
+        unsafe { std::env::set_var("PSTAT_LABELER_TEST_KEY", "sk-labeler") };
+        let (url, server) = serve(vec![VALID.into()]);
+        let labeler = Labeler::from_config(&LabelerConfig {
+            url: format!("{url}/v1/chat/completions"),
+            model: "gpt-4o-mini".into(),
+            http: HttpOptions {
+                api_key_env: Some("PSTAT_LABELER_TEST_KEY".into()),
+                ..HttpOptions::default()
+            },
+            ..LabelerConfig::default()
+        })
+        .unwrap();
+        assert_eq!(labeler.label("PROMPT").unwrap().attempts, 1);
+        let seen = server.join().unwrap();
+        assert_eq!(seen[0], "authorization: Bearer sk-labeler");
+        let sent: serde_json::Value = serde_json::from_str(&seen[1]).unwrap();
+        assert_eq!(sent["model"], "gpt-4o-mini");
+        let unset = LabelerConfig {
+            url: url.clone(),
+            http: HttpOptions {
+                api_key_env: Some("PSTAT_LABELER_TEST_UNSET".into()),
+                ..HttpOptions::default()
+            },
+            ..LabelerConfig::default()
+        };
+        let err = Labeler::from_config(&unset).err().unwrap().to_string();
+        assert!(err.contains("PSTAT_LABELER_TEST_UNSET"), "{err}");
+    }
+
+    #[test]
     fn gives_up_after_max_attempts() {
         let (url, server) = serve(vec!["{}".into(), "nope".into()]);
         let labeler = Labeler::new(&format!("{url}/v1/"), "judge", 2, Duration::from_secs(10));
@@ -326,12 +390,17 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let labeler = Labeler::new(
-            &format!("http://127.0.0.1:{port}"),
-            "judge",
-            2,
-            Duration::from_secs(2),
-        );
-        assert!(matches!(labeler.label("x"), Err(LabelerError::Http { .. })));
+        let labeler = Labeler::from_config(&LabelerConfig {
+            url: format!("http://127.0.0.1:{port}"),
+            http: HttpOptions {
+                retries: 1,
+                backoff_ms: 1,
+                ..HttpOptions::default()
+            },
+            ..LabelerConfig::default()
+        })
+        .unwrap();
+        let err = labeler.label("x").unwrap_err();
+        assert!(matches!(err, LabelerError::Http(_)), "{err}");
     }
 }

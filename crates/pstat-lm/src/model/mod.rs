@@ -4,21 +4,27 @@
 //! whole file would give, so results are comparable with llama.cpp on an F32 re-quantized
 //! file), run over packed batches of sequences that all continue one cached prefix.
 //!
-//! One file per architecture ([`llama`], [`gemma3`]) wires the shared sublayers of
-//! [`layers`]; [`attention`] and [`ops`] hold the kernels.
+//! One file per architecture ([`llama`], [`qwen2`], [`gemma`], [`gemma2`], [`gemma3`]) wires
+//! the shared sublayers of [`layers`] into one of two block layouts: pre-norm
+//! ([`llama::Block`]) or sandwich-norm ([`gemma3::Block`]); [`attention`] and [`ops`] hold the
+//! kernels.
 
 pub mod attention;
+pub mod gemma;
+pub mod gemma2;
 pub mod gemma3;
 pub mod layers;
 pub mod llama;
 pub mod ops;
+pub mod qwen2;
 pub mod weights;
 
 use crate::gguf::{Arch, GgufError, GgufFile, ModelConfig};
 use crate::weights::{GgufTensors, SourceError, TensorSource};
 use attention::{LayerKv, Packing};
 use candle_core::Device;
-use ops::{Matrix, RopeTable, linear, rms_norm};
+use layers::Rope;
+use ops::{Matrix, RopeTable, linear, rms_norm, soft_cap};
 use weights::Stored;
 
 #[derive(Debug, thiserror::Error)]
@@ -127,36 +133,54 @@ impl<'a> Loader<'a> {
 pub struct BlockContext {
     pub packing: Packing,
     pub positions: Vec<usize>,
-    ropes: Vec<(f32, RopeTable)>,
+    ropes: Vec<(Rope, RopeTable)>,
 }
 
 impl BlockContext {
-    /// The RoPE table of `base` (built for every base the model uses).
-    pub fn rope(&self, base: f32) -> &RopeTable {
+    /// The table of `rope` (one is built for every RoPE the model's blocks use).
+    pub fn rope(&self, rope: Rope) -> &RopeTable {
         &self
             .ropes
             .iter()
-            .find(|(b, _)| *b == base)
-            .expect("a RoPE table is built for every block's base")
+            .find(|(r, _)| *r == rope)
+            .expect("a RoPE table is built for every block's RoPE")
             .1
     }
 }
 
+/// The decoder blocks, in one of the two layouts the architectures share.
 #[derive(Debug)]
 enum Blocks {
-    Llama(Vec<llama::Block>),
-    Gemma3(Vec<gemma3::Block>),
+    /// Llama, Qwen 2, Gemma 1.
+    PreNorm(Vec<llama::Block>),
+    /// Gemma 2, Gemma 3.
+    Sandwich(Vec<gemma3::Block>),
 }
 
 impl Blocks {
-    fn rope_bases(&self) -> Vec<f32> {
-        let mut bases: Vec<f32> = match self {
-            Blocks::Llama(b) => b.iter().map(|b| b.rope_base()).collect(),
-            Blocks::Gemma3(b) => b.iter().map(|b| b.rope_base()).collect(),
+    fn load(loader: &mut Loader, config: &ModelConfig) -> Result<Self, ModelError> {
+        Ok(match config.arch {
+            Arch::Llama => Blocks::PreNorm(llama::blocks(loader, config)?),
+            Arch::Qwen2 => Blocks::PreNorm(qwen2::blocks(loader, config)?),
+            Arch::Gemma => Blocks::PreNorm(gemma::blocks(loader, config)?),
+            Arch::Gemma2 => Blocks::Sandwich(gemma2::blocks(loader, config)?),
+            Arch::Gemma3 => Blocks::Sandwich(gemma3::blocks(loader, config)?),
+        })
+    }
+
+    /// Every distinct RoPE of the blocks, in order of first use.
+    fn ropes(&self) -> Vec<Rope> {
+        let all: Vec<Rope> = match self {
+            Blocks::PreNorm(b) => b.iter().map(|b| b.rope()).collect(),
+            Blocks::Sandwich(b) => b.iter().map(|b| b.rope()).collect(),
         };
-        bases.sort_by(f32::total_cmp);
-        bases.dedup();
-        bases
+        let mut distinct: Vec<Rope> = Vec::new();
+        for rope in all {
+            if !distinct.contains(&rope) {
+                distinct.push(rope);
+            }
+        }
+        distinct
     }
 
     fn forward(
@@ -167,8 +191,8 @@ impl Blocks {
         prefix: Option<&LayerKv>,
     ) -> LayerKv {
         match self {
-            Blocks::Llama(b) => b[layer].forward(x, ctx, prefix),
-            Blocks::Gemma3(b) => b[layer].forward(x, ctx, prefix),
+            Blocks::PreNorm(b) => b[layer].forward(x, ctx, prefix),
+            Blocks::Sandwich(b) => b[layer].forward(x, ctx, prefix),
         }
     }
 }
@@ -251,18 +275,7 @@ impl Model {
         } else {
             Some(loader.matrix("output.weight", vocab, hidden)?)
         };
-        let blocks = match config.arch {
-            Arch::Llama | Arch::Qwen2 => Blocks::Llama(
-                (0..config.n_layers)
-                    .map(|i| llama::Block::load(&mut loader, i, &config))
-                    .collect::<Result<_, _>>()?,
-            ),
-            Arch::Gemma3 => Blocks::Gemma3(
-                (0..config.n_layers)
-                    .map(|i| gemma3::Block::load(&mut loader, i, &config))
-                    .collect::<Result<_, _>>()?,
-            ),
-        };
+        let blocks = Blocks::load(&mut loader, &config)?;
         let output_norm = loader.vector("output_norm.weight", hidden)?;
         Ok(Self {
             config,
@@ -330,13 +343,13 @@ impl Model {
         let c = &self.config;
         let ropes = self
             .blocks
-            .rope_bases()
+            .ropes()
             .into_iter()
-            .map(|base| {
-                (
-                    base,
-                    RopeTable::new(c.rope_dim, base, c.rope_freq_scale, max_pos),
-                )
+            .map(|rope| {
+                let factors = c.rope_freq_factors.as_deref();
+                let table =
+                    RopeTable::new(c.rope_dim, rope.base, rope.freq_scale, factors, max_pos);
+                (rope, table)
             })
             .collect();
         let ctx = BlockContext {
@@ -404,10 +417,15 @@ impl Model {
         })
     }
 
-    /// Logits `[rows × vocab]` of final-norm outputs `[rows × hidden]`.
+    /// Logits `[rows × vocab]` of final-norm outputs `[rows × hidden]` (soft-capped for
+    /// Gemma 2).
     pub fn logits(&self, final_hidden: &[f32]) -> Vec<f32> {
         let head = self.lm_head.as_ref().unwrap_or(&self.embeddings);
-        linear(final_hidden, final_hidden.len() / self.config.hidden, head)
+        let mut logits = linear(final_hidden, final_hidden.len() / self.config.hidden, head);
+        if let Some(cap) = self.config.final_softcap {
+            soft_cap(&mut logits, cap);
+        }
+        logits
     }
 
     /// Token embeddings of the packed batch, scaled for Gemma.

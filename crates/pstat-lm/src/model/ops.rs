@@ -180,7 +180,7 @@ pub fn linear(x: &[f32], n: usize, w: &Matrix) -> Vec<f32> {
     if n == 0 || w.rows == 0 || w.cols == 0 {
         return out;
     }
-    let tiles = row_tiles(w.rows, w.cols);
+    let tiles = row_tiles(w.rows, w.cols, threads);
     let threads_per_tile = (threads / tiles.len()).max(1);
     let dst = SharedDst(out.as_mut_ptr());
     tiles.into_par_iter().for_each(|rows| {
@@ -229,10 +229,17 @@ thread_local! {
 }
 
 /// Consecutive row ranges covering `0..rows`, each at least [`MIN_TILE_ROWS`] long (or the
-/// whole matrix), of about [`TILE_BYTES`] of f32 each.
-fn row_tiles(rows: usize, cols: usize) -> Vec<std::ops::Range<usize>> {
+/// whole matrix), of about [`TILE_BYTES`] of f32 each, in whole rounds of `threads` tiles
+/// where there are enough rows (a last round of fewer tiles leaves threads idle).
+fn row_tiles(rows: usize, cols: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
     let target = (TILE_BYTES / (4 * cols.max(1))).max(MIN_TILE_ROWS);
-    let count = (rows / target).max(1);
+    let mut count = (rows / target).max(1).div_ceil(threads) * threads;
+    while count > threads && rows / count < MIN_TILE_ROWS {
+        count -= threads;
+    }
+    while count > 1 && rows / count < MIN_TILE_ROWS {
+        count -= 1;
+    }
     (0..count)
         .map(|i| i * rows / count..(i + 1) * rows / count)
         .collect()
@@ -267,6 +274,15 @@ pub fn add_assign(dst: &mut [f32], src: &[f32]) {
     }
 }
 
+/// Soft-capping, `cap · tanh(x / cap)` in place (Gemma 2's attention and output logits), in
+/// llama.cpp's order of operations: scale, tanh, scale.
+pub fn soft_cap(xs: &mut [f32], cap: f32) {
+    let inv = 1.0 / cap;
+    for x in xs {
+        *x = (*x * inv).tanh() * cap;
+    }
+}
+
 /// How RoPE pairs the dimensions of a head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RopeStyle {
@@ -286,17 +302,25 @@ pub struct RopeTable {
 }
 
 impl RopeTable {
-    /// Angles as llama.cpp computes them: θ₀ = position · freq_scale, then each next pair's
-    /// angle is the previous one times base^(-2/rope_dim), in f32.
-    pub fn new(rope_dim: usize, base: f32, freq_scale: f32, len: usize) -> Self {
+    /// Angles as llama.cpp computes them (`ggml_rope_cache_init`), in f32: pair i's angle is
+    /// θᵢ / factorᵢ · freq_scale, where θ₀ = position and each next θ is the previous one times
+    /// base^(-2/rope_dim); the factors are Llama 3's frequency divisors (1 without them).
+    pub fn new(
+        rope_dim: usize,
+        base: f32,
+        freq_scale: f32,
+        freq_factors: Option<&[f32]>,
+        len: usize,
+    ) -> Self {
         let half = rope_dim / 2;
         let theta_scale = base.powf(-2.0 / rope_dim as f32);
         let mut cos = Vec::with_capacity(len * half);
         let mut sin = Vec::with_capacity(len * half);
         for pos in 0..len {
             let mut theta = pos as f32;
-            for _ in 0..half {
-                let angle = theta * freq_scale;
+            for i in 0..half {
+                let factor = freq_factors.map_or(1.0, |f| f[i]);
+                let angle = theta / factor * freq_scale;
                 cos.push(angle.cos());
                 sin.push(angle.sin());
                 theta *= theta_scale;
@@ -520,6 +544,27 @@ mod tests {
         assert_eq!(row[10], 0.0);
         for (a, b) in row[1..10].iter().zip(&reference) {
             assert!((*a as f64 - b).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn row_tiles_cover_rows_in_long_enough_balanced_tiles() {
+        for (rows, cols, threads) in [
+            (100, 64, 2),
+            (500, 576, 2),
+            (3072, 576, 2),
+            (49152, 576, 2),
+            (8192, 2048, 16),
+            (2048, 8192, 3),
+        ] {
+            let tiles = row_tiles(rows, cols, threads);
+            assert_eq!(tiles.first().unwrap().start, 0);
+            assert_eq!(tiles.last().unwrap().end, rows);
+            assert!(tiles.windows(2).all(|w| w[0].end == w[1].start));
+            assert!(tiles.len() == 1 || tiles.iter().all(|t| t.len() >= MIN_TILE_ROWS));
+            if rows >= threads * MIN_TILE_ROWS {
+                assert_eq!(tiles.len() % threads, 0, "{rows} rows on {threads} threads");
+            }
         }
     }
 
