@@ -1,14 +1,15 @@
 //! One behavioral study of a (model, domain, format, K, baseline): every unit (condition ×
 //! draw) scored against its shared prefix, stored, then compared with the baseline.
 
-use crate::context::{BaselineContext, BeliefContext, ContextSpec, Draw, TrainingPool};
+use crate::context::{Baseline, BeliefContext, ContextSpec, Draw, TrainingPool};
 use crate::error::PromptError;
 use crate::record::{Judgment, UnitFiles, UnitMeta, ids_sha256};
 use crate::scoring::{EncodedPrompts, OptionScorer, PromptCodec, render};
-use crate::tables::{AnswerRow, ResampleRow};
+use crate::tables::{AnswerRow, ResampleRow, answer_row, resample_rows};
 use crate::template::PromptFormat;
 use pstat_data::{Condition, ConditionSet, Domain, Statement};
-use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare};
+use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
+use pstat_tables::{Instantiation, Probe};
 use std::path::PathBuf;
 
 /// What one study computes.
@@ -93,7 +94,7 @@ impl StudySpec {
 
     /// The empty-context baseline does not depend on K, so one unit serves every K.
     fn is_empty_baseline(&self, condition: &Condition) -> bool {
-        condition.is_baseline() && self.context.baseline == BaselineContext::Empty
+        condition.is_baseline() && self.context.baseline == Baseline::Empty
     }
 
     fn unit_files(&self, condition: &Condition, draw: Draw) -> UnitFiles {
@@ -224,23 +225,23 @@ pub fn summarize(
         let key = RowKey {
             model: spec.model.clone(),
             domain: spec.domain.to_string(),
-            instantiation: "behavioral".into(),
-            probe: "prompt".into(),
+            instantiation: Instantiation::Behavioral,
+            probe: Probe::Prompt,
             k: Some(spec.context.k),
-            baseline: Some(spec.context.baseline.as_str().into()),
-            format: Some(spec.format.as_str().into()),
+            baseline: Some(spec.context.baseline),
+            format: Some(spec.format),
             layer: None,
             condition: unit.condition.clone(),
             resample: unit.draw.resample_column(),
         };
-        stability.push(StabilityRow::new(key, &cmp, bootstrap));
+        stability.push(stability_row(key, &cmp, bootstrap));
     }
     let answers = units
         .iter()
         .enumerate()
-        .map(|(i, u)| AnswerRow::new(spec, u, i == 0))
+        .map(|(i, u)| answer_row(spec, u, i == 0))
         .collect();
-    let resamples = ResampleRow::from_units(spec, units, &stability);
+    let resamples = resample_rows(spec, units, &stability);
     Ok(Summary {
         stability,
         answers,
@@ -261,7 +262,7 @@ mod tests {
             format: PromptFormat::Chat,
             context: ContextSpec {
                 k: 4,
-                baseline: BaselineContext::Empty,
+                baseline: Baseline::Empty,
                 seed: 3,
                 allow_fewer: false,
             },

@@ -3,34 +3,57 @@
 //! held-out True statements are asked the three-option question (pstat-prompt does the work;
 //! its units are resumable files under `<model>/<domain>/behavioral/`).
 
-use super::clustering::Retractions;
-use super::model::LoadedModel;
-use super::study::Study;
-use pstat_data::{ConditionSet, Domain, Statement};
+use crate::config::{Formats, RunConfig};
+use crate::progress::Progress;
+use crate::stage::{Cell, Handoff, Stage, Tables};
+use pstat_data::{ConditionSet, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
-use pstat_prompt::tables::{AnswerRow, ResampleRow};
 use pstat_prompt::{
-    BaselineContext, ContextSpec, Draw, OptionScorer, OptionTokens, PromptFormat, StudySpec,
-    TrainingPool, run_units, summarize,
+    Baseline, ContextSpec, Draw, OptionScorer, OptionTokens, PromptFormat, StudySpec, TrainingPool,
+    run_units, summarize,
 };
-use pstat_stability::{Bootstrap, MIN_BASELINE_TRUE, StabilityRow};
+use pstat_stability::{Bootstrap, Judgments, MIN_BASELINE_TRUE};
+use pstat_tables::FormatDecision;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-#[derive(Default)]
-pub struct BehavioralOutput {
-    pub stability: Vec<StabilityRow>,
-    pub answers: Vec<AnswerRow>,
-    pub resamples: Vec<ResampleRow>,
+/// The behavioral stage: belief-context prompts under every Θ.
+pub struct Behavioral;
+
+impl Stage for Behavioral {
+    fn name(&self) -> &'static str {
+        "behavioral"
+    }
+
+    fn enabled(&self, config: &RunConfig) -> bool {
+        config.behavioral.enabled
+    }
+
+    fn run(
+        &self,
+        cell: &Cell,
+        handoff: &mut Handoff,
+        tables: &mut Tables,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<()> {
+        run(cell, handoff, tables, progress)
+    }
 }
 
-pub fn run(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
-    retractions: &mut Retractions,
-) -> anyhow::Result<BehavioralOutput> {
+fn run(
+    cell: &Cell,
+    handoff: &mut Handoff,
+    output: &mut Tables,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
+    let domain = *domain;
+    let retractions = &mut handoff.retractions;
     let cfg = &study.config.behavioral;
     let codec = EmbeddedCodec::open(model.lm.path())?;
     let pool = TrainingPool::new(domain, &study.datasets, &study.splits)?;
@@ -52,12 +75,8 @@ pub fn run(
         )?),
         None => Box::new(EmbeddedScorer::new(&model.lm, options)),
     };
-    let dir = study
-        .out
-        .join(&model.name)
-        .join(domain.as_str())
-        .join("behavioral");
-    let spec = |format: PromptFormat, k: usize, baseline: BaselineContext| StudySpec {
+    let dir = cell.dir("behavioral");
+    let spec = |format: PromptFormat, k: usize, baseline: Baseline| StudySpec {
         model: model.name.clone(),
         domain,
         format,
@@ -75,7 +94,7 @@ pub fn run(
         resamples: study.config.bootstrap_resamples,
         seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
     };
-    let mut score = |spec: &StudySpec, conditions: &ConditionSet| {
+    let mut score = |spec: &StudySpec, conditions: &ConditionSet, progress: &mut dyn Progress| {
         run_units(
             spec,
             conditions,
@@ -83,59 +102,76 @@ pub fn run(
             &test,
             &codec,
             scorer.as_mut(),
-            &mut crate::cmd::prompt::Bars(None),
+            progress,
         )
     };
-    let mut output = BehavioralOutput::default();
-    let formats = match FormatChoice::parse(&cfg.formats)? {
-        FormatChoice::Listed(formats) => {
+    let (formats, reason) = match &cfg.formats {
+        Formats::Listed(formats) => {
             let usable: Vec<PromptFormat> = formats
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
                 .collect();
             // A base model asked only for chat still gets its plain prompt.
             if usable.is_empty() {
-                vec![PromptFormat::Plain]
+                (
+                    vec![PromptFormat::Plain],
+                    "listed chat only, but the model has no chat template".to_string(),
+                )
             } else {
-                usable
+                (usable, "listed in behavioral.formats".to_string())
             }
         }
-        FormatChoice::Auto if !codec.has_chat_template() => vec![PromptFormat::Plain],
-        FormatChoice::Auto => {
+        Formats::Auto if !codec.has_chat_template() => (
+            vec![PromptFormat::Plain],
+            "auto: the model has no chat template".to_string(),
+        ),
+        Formats::Auto => {
             // The chat-format empty baseline decides; its unit is reused if chat is kept.
             let main_k = cfg.k.iter().copied().max().unwrap_or(0);
-            let chat = spec(PromptFormat::Chat, main_k, BaselineContext::Empty);
+            let chat = spec(PromptFormat::Chat, main_k, Baseline::Empty);
             let baseline_only = ConditionSet {
                 conditions: study.conditions.baseline().into_iter().cloned().collect(),
             };
-            let units = score(&chat, &baseline_only)?;
+            let units = score(&chat, &baseline_only, progress)?;
             let believed = units
                 .first()
                 .map_or(0, |u| u.judgments.iter().filter(|j| j.judged_true).count());
             if believed >= MIN_BASELINE_TRUE {
-                vec![PromptFormat::Chat]
+                (
+                    vec![PromptFormat::Chat],
+                    format!(
+                        "auto: the chat-format baseline judges {believed} of {} held-out True statements True",
+                        test.len()
+                    ),
+                )
             } else {
-                eprintln!(
-                    "   {} {domain}: the chat-format baseline judges {believed} of {} held-out True statements True (fewer than {MIN_BASELINE_TRUE}), so this domain is prompted in the plain format",
-                    model.name,
+                let reason = format!(
+                    "auto: the chat-format baseline judges {believed} of {} held-out True statements True (fewer than {MIN_BASELINE_TRUE}), so this domain is prompted in the plain format",
                     test.len()
                 );
+                progress.note(&format!("{} {domain}: {reason}", model.name));
                 output
                     .answers
                     .extend(summarize(&chat, &units, bootstrap)?.answers);
-                vec![PromptFormat::Plain]
+                (vec![PromptFormat::Plain], reason)
             }
         }
     };
+    output.formats.push(FormatDecision {
+        model: model.name.clone(),
+        domain: domain.to_string(),
+        formats: formats.clone(),
+        reason,
+    });
     for &format in &formats {
         for &k in &cfg.k {
-            for baseline in &cfg.baselines {
-                let baseline: BaselineContext = baseline.parse().map_err(anyhow::Error::msg)?;
+            for &baseline in &cfg.baselines {
                 let spec = spec(format, k, baseline);
-                let units = score(&spec, &study.conditions)?;
+                let units = score(&spec, &study.conditions, progress)?;
                 let summary = summarize(&spec, &units, bootstrap)?;
                 if let Some((base, rest)) = units.split_first() {
-                    let beliefs = |u: &pstat_prompt::UnitResult| -> BTreeMap<String, bool> {
+                    let beliefs = |u: &pstat_prompt::UnitResult| -> Judgments {
                         u.judgments
                             .iter()
                             .map(|j| (j.id.clone(), j.judged_true))
@@ -157,32 +193,5 @@ pub fn run(
             }
         }
     }
-    Ok(output)
+    Ok(())
 }
-
-/// `behavioral.formats`: the formats listed, or `auto` (the paper's rule with a fallback).
-enum FormatChoice {
-    Listed(Vec<PromptFormat>),
-    /// Chat for chat models (the paper, Section 4.4.2), plain for base models; a chat model
-    /// whose chat-format empty baseline holds fewer than [`MIN_BASELINE_TRUE`] True beliefs in a
-    /// domain is prompted plain there instead, since nothing can be retracted from an empty
-    /// belief set (SmolLM2-135M answers "c" to every chat-formatted baseline question).
-    Auto,
-}
-
-impl FormatChoice {
-    fn parse(formats: &[String]) -> anyhow::Result<Self> {
-        if formats.iter().any(|f| f == AUTO) {
-            return Ok(FormatChoice::Auto);
-        }
-        Ok(FormatChoice::Listed(
-            formats
-                .iter()
-                .map(|f| f.parse::<PromptFormat>().map_err(anyhow::Error::msg))
-                .collect::<Result<_, _>>()?,
-        ))
-    }
-}
-
-/// The `behavioral.formats` entry that asks for [`FormatChoice::Auto`].
-pub const AUTO: &str = "auto";

@@ -2,160 +2,164 @@
 //! (or reuse) the activations of layers l−2..l+2, retrain every probe under every Θ and judge
 //! the held-out True statements.
 
-use super::clustering::Retractions;
-use super::io::{read_json, write_jsonl};
-use super::model::LoadedModel;
-use super::progress::bar;
-use super::study::Study;
+use crate::io::{read_json, write_jsonl};
+use crate::model::LoadedModel;
+use crate::progress::Progress;
+use crate::stage::{Cell, Handoff, Stage, Tables};
+use crate::study::Study;
 use anyhow::{Context, bail};
 use pstat_data::activations::{Activations, Precision};
 use pstat_data::artifact::{sha256_hex, write_json_atomic};
 use pstat_data::{Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{Bags, MassMeanParams, ProbeParams, TrainingSet, auc};
-use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare};
-use serde::{Deserialize, Serialize};
+use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
+use pstat_tables::{Instantiation, LayerChoice, LayerScore, Probe};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-/// How the veracity layer was chosen, persisted as `layers.json` per (model, domain).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LayerChoice {
-    pub model: String,
-    pub domain: Domain,
-    pub veracity_layer: usize,
-    pub criterion: String,
-    pub scores: Vec<LayerScore>,
-}
+/// The representational stage: choose the veracity layer, then retrain every probe under
+/// every Θ at each of its layers.
+pub struct Representational;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LayerScore {
-    pub layer: usize,
-    pub auc: Option<f64>,
-}
+impl Stage for Representational {
+    fn name(&self) -> &'static str {
+        "representational"
+    }
 
-/// What the representational stage of one (model, domain) produced.
-pub struct RepresentationalResult {
-    pub rows: Vec<StabilityRow>,
-    pub layer_choice: LayerChoice,
-}
+    fn enabled(&self, config: &crate::RunConfig) -> bool {
+        config.representational.enabled
+    }
 
-pub fn run(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
-) -> anyhow::Result<RepresentationalResult> {
-    let dir = study
-        .out
-        .join(&model.name)
-        .join(domain.as_str())
-        .join("representational");
-    let choice = veracity_layer(study, model, domain, &dir)?;
-    let cfg = &study.config.representational;
-    let layer_at = |offset: &i64| -> anyhow::Result<usize> {
-        let l = choice.veracity_layer as i64 + offset;
-        if l < 1 || l > model.lm.n_layers() as i64 {
-            bail!(
-                "layer {l} (veracity layer {} {offset:+}) is outside 1..={} of {}",
-                choice.veracity_layer,
-                model.lm.n_layers(),
-                model.name
-            );
-        }
-        Ok(l as usize)
-    };
-    let mut units: Vec<(&str, usize)> = Vec::new();
-    for probe in &cfg.probes {
-        let offsets = if probe == "mass_mean" {
-            &cfg.mass_mean_layer_offsets
-        } else {
-            &cfg.layer_offsets
+    fn run(
+        &self,
+        cell: &Cell,
+        handoff: &mut Handoff,
+        tables: &mut Tables,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<()> {
+        let (
+            Cell {
+                study,
+                model,
+                domain,
+            },
+            dir,
+        ) = (cell, cell.dir("representational"));
+        let choice = veracity_layer(cell, progress)?;
+        let cfg = &study.config.representational;
+        let layer_at = |offset: &i64| -> anyhow::Result<usize> {
+            let l = choice.veracity_layer as i64 + offset;
+            if l < 1 || l > model.lm.n_layers() as i64 {
+                bail!(
+                    "layer {l} (veracity layer {} {offset:+}) is outside 1..={} of {}",
+                    choice.veracity_layer,
+                    model.lm.n_layers(),
+                    model.name
+                );
+            }
+            Ok(l as usize)
         };
-        for offset in offsets {
-            units.push((probe.as_str(), layer_at(offset)?));
+        let mut units: Vec<(Probe, usize)> = Vec::new();
+        for &probe in &cfg.probes {
+            for offset in cfg.offsets(probe) {
+                units.push((probe, layer_at(offset)?));
+            }
         }
+        let layers: BTreeSet<usize> = units.iter().map(|(_, l)| *l).collect();
+        let layers: Vec<usize> = layers.into_iter().collect();
+        let mut activations: BTreeMap<usize, Activations> = BTreeMap::new();
+        for (probe, layer) in units {
+            let unit_dir = dir.join(probe.as_str()).join(format!("layer_{layer:02}"));
+            let unit = match ProbeUnit::read(study, &unit_dir)? {
+                Some(done) => done,
+                None => {
+                    if activations.is_empty() {
+                        activations = extract_layers(study, model, *domain, &layers, progress)?;
+                    }
+                    let unit = probe_unit(
+                        cell,
+                        probe,
+                        layer,
+                        &activations[&layer],
+                        &unit_dir,
+                        progress,
+                    )?;
+                    let rows_path = unit_dir.join("rows.json");
+                    write_json_atomic(&rows_path, &unit.rows)?;
+                    study
+                        .manifest(format!("{probe} layer {layer} {domain}"), *domain)
+                        .with_model(model.lm.sha256(), pstat_lm::kernel_isa())
+                        .write_beside(&rows_path)?;
+                    unit
+                }
+            };
+            if layer == choice.veracity_layer {
+                unit.add_retractions(study, probe, &mut handoff.retractions);
+            }
+            tables.stability.extend(unit.rows);
+        }
+        // Later stages read the veracity layer as the cache returns it (f16), whether this run
+        // extracted it or finds it cached.
+        if let Some(acts) = activations.remove(&choice.veracity_layer) {
+            handoff.activations = Some(as_cached(&acts)?);
+        }
+        handoff.layer = Some(choice.clone());
+        tables.layers.push(choice);
+        Ok(())
     }
-    let layers: BTreeSet<usize> = units.iter().map(|(_, l)| *l).collect();
-    let layers: Vec<usize> = layers.into_iter().collect();
-    let mut rows = Vec::new();
-    let mut activations: BTreeMap<usize, Activations> = BTreeMap::new();
-    for (probe, layer) in units {
-        let unit = dir.join(probe).join(format!("layer_{layer:02}"));
-        let rows_path = unit.join("rows.json");
-        if let Some(done) = read_json::<Vec<StabilityRow>>(&rows_path)? {
-            rows.extend(done);
-            continue;
-        }
-        if activations.is_empty() {
-            activations = extract_layers(study, model, domain, &layers)?;
-        }
-        let unit_rows = probe_unit(
-            study,
-            model,
-            domain,
-            probe,
-            layer,
-            &activations[&layer],
-            &unit,
-        )?;
-        write_json_atomic(&rows_path, &unit_rows)?;
-        study
-            .manifest(format!("{probe} layer {layer} {domain}"), domain)
-            .with_model(model.lm.sha256(), pstat_lm::kernel_isa())
-            .write_beside(&rows_path)?;
-        rows.extend(unit_rows);
-    }
-    Ok(RepresentationalResult {
-        rows,
-        layer_choice: choice,
-    })
 }
 
-/// Record which held-out True statements each condition retracts at the veracity layer, for
-/// every probe of the run (read back from the judgment files).
-pub fn collect_retractions(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
-    layer: usize,
-    into: &mut Retractions,
-) -> anyhow::Result<()> {
-    let Some(baseline) = study.conditions.baseline() else {
-        return Ok(());
-    };
-    for probe in &study.config.representational.probes {
-        let unit = study
-            .out
-            .join(&model.name)
-            .join(domain.as_str())
-            .join("representational")
-            .join(probe)
-            .join(format!("layer_{layer:02}"));
-        let Some(base) = read_judgments(&unit.join(format!("{}.jsonl", baseline.name)))? else {
-            continue;
+/// One probe at one layer: its stability rows and the judgments of every condition that
+/// could be fit (`<unit>/rows.json`, `<unit>/<condition>.jsonl`).
+struct ProbeUnit {
+    rows: Vec<StabilityRow>,
+    judgments: HashMap<String, Judgments>,
+}
+
+impl ProbeUnit {
+    /// A finished unit, or `None` when it has not been computed.
+    fn read(study: &Study, dir: &Path) -> anyhow::Result<Option<Self>> {
+        let Some(rows) = read_json::<Vec<StabilityRow>>(&dir.join("rows.json"))? else {
+            return Ok(None);
+        };
+        let mut judgments = HashMap::new();
+        for condition in &study.conditions.conditions {
+            if let Some(j) = read_judgments(&dir.join(format!("{}.jsonl", condition.name)))? {
+                judgments.insert(condition.name.clone(), j);
+            }
+        }
+        Ok(Some(ProbeUnit { rows, judgments }))
+    }
+
+    /// Which held-out True statements each condition retracts under this probe.
+    fn add_retractions(&self, study: &Study, probe: Probe, into: &mut crate::stage::Retractions) {
+        let Some(base) = study
+            .conditions
+            .baseline()
+            .and_then(|b| self.judgments.get(&b.name))
+        else {
+            return;
         };
         for condition in study.conditions.perturbations() {
-            if let Some(perturbed) =
-                read_judgments(&unit.join(format!("{}.jsonl", condition.name)))?
-            {
+            if let Some(perturbed) = self.judgments.get(&condition.name) {
                 into.add(
                     &format!("representational {probe} {}", condition.name),
-                    &base,
-                    &perturbed,
+                    base,
+                    perturbed,
                 );
             }
         }
     }
-    Ok(())
 }
 
-fn read_judgments(path: &Path) -> anyhow::Result<Option<BTreeMap<String, bool>>> {
+fn read_judgments(path: &Path) -> anyhow::Result<Option<Judgments>> {
     if !path.exists() {
         return Ok(None);
     }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut out = BTreeMap::new();
+    let mut out = Judgments::new();
     for (i, line) in text.lines().enumerate() {
         let j: ProbeJudgment = serde_json::from_str(line)
             .with_context(|| format!("{}, line {}", path.display(), i + 1))?;
@@ -164,33 +168,46 @@ fn read_judgments(path: &Path) -> anyhow::Result<Option<BTreeMap<String, bool>>>
     Ok(Some(out))
 }
 
-/// The veracity layer and its activations (from the cache) for analyses that reuse them.
-pub fn veracity_activations(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
-) -> anyhow::Result<(usize, Activations)> {
-    let dir = study
-        .out
-        .join(&model.name)
-        .join(domain.as_str())
-        .join("representational");
-    let layer = veracity_layer(study, model, domain, &dir)?.veracity_layer;
-    let mut acts = extract_layers(study, model, domain, &[layer])?;
-    Ok((layer, acts.remove(&layer).expect("requested layer")))
+/// The activations as a read of the f16 cache returns them.
+fn as_cached(acts: &Activations) -> anyhow::Result<Activations> {
+    Activations::from_bytes(&acts.to_bytes(Precision::F16)).map_err(anyhow::Error::msg)
+}
+
+/// The veracity layer and its activations for the analyses that reuse them: handed over by
+/// the representational stage, or read from the cache.
+pub fn veracity_activations<'h>(
+    cell: &Cell,
+    handoff: &'h mut Handoff,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<(usize, &'h Activations)> {
+    let layer = match &handoff.layer {
+        Some(choice) => choice.veracity_layer,
+        None => veracity_layer(cell, progress)?.veracity_layer,
+    };
+    if handoff.activations.is_none() {
+        let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
+        let acts = acts.remove(&layer).expect("requested layer");
+        handoff.activations = Some(as_cached(&acts)?);
+    }
+    Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
 
 /// Retrain one probe at one layer under every condition; judgments go to
-/// `<unit>/<condition>.jsonl`, stability rows are returned.
+/// `<unit>/<condition>.jsonl`.
 fn probe_unit(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
-    probe: &str,
+    cell: &Cell,
+    probe: Probe,
     layer: usize,
     acts: &Activations,
     unit: &Path,
-) -> anyhow::Result<Vec<StabilityRow>> {
+    progress: &mut dyn Progress,
+) -> anyhow::Result<ProbeUnit> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
+    let domain = *domain;
     let mut split = study.split(domain).clone();
     split.train = study.train_ids(domain);
     let seed = study.seed_for(&format!("probe:{}:{domain}:{layer}", model.name));
@@ -198,14 +215,13 @@ fn probe_unit(
     let params = study.config.representational.probe_params(probe, seed);
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
-    let pb = bar(
-        conditions.len() as u64,
+    progress.start(
         &format!("{} {domain} {probe} layer {layer}", model.name),
+        conditions.len(),
     );
     let mut judgments: HashMap<String, Judgments> = HashMap::new();
     let mut failures = Vec::new();
     for condition in conditions {
-        pb.set_message(condition.name.clone());
         match training.fit(condition, params.as_ref()) {
             Ok(trained) => {
                 let judged = judge(&trained, acts, &held_out)?;
@@ -221,16 +237,16 @@ fn probe_unit(
             // A degenerate fit (w = 0 optimal) is recorded, not fatal: its rates stay undefined.
             Err(e) => failures.push(format!("{}: {e}", condition.name)),
         }
-        pb.inc(1);
+        progress.advance(1);
     }
-    pb.finish_and_clear();
+    progress.finish(false);
     if !failures.is_empty() {
         write_json_atomic(&unit.join("failures.json"), &failures)?;
-        eprintln!(
+        progress.note(&format!(
             "warning: {} {domain} {probe} layer {layer}: {}",
             model.name,
             failures.join("; ")
-        );
+        ));
     }
     let Some(baseline) = study
         .conditions
@@ -258,27 +274,27 @@ fn probe_unit(
         let key = RowKey {
             model: model.name.clone(),
             domain: domain.to_string(),
-            instantiation: "representational".into(),
-            probe: probe.into(),
+            instantiation: Instantiation::Representational,
+            probe,
             layer: Some(layer),
             condition: condition.name.clone(),
             ..RowKey::default()
         };
-        rows.push(StabilityRow::new(key, &cmp, bootstrap));
+        rows.push(stability_row(key, &cmp, bootstrap));
     }
-    Ok(rows)
+    Ok(ProbeUnit { rows, judgments })
 }
 
 /// The layer that best separates True from Not True: a last-token Mass-Mean baseline probe fit
 /// on a stratified training sample, scored by AUC on a calibration sample. Candidates are the
 /// layers whose l−2..l+2 neighbourhood exists. Persisted; a fixed layer in the config wins.
-fn veracity_layer(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
-    dir: &Path,
-) -> anyhow::Result<LayerChoice> {
-    let path = dir.join("layers.json");
+fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Result<LayerChoice> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
+    let path = cell.dir("representational").join("layers.json");
     if let Some(choice) = read_json::<LayerChoice>(&path)? {
         return Ok(choice);
     }
@@ -292,19 +308,24 @@ fn veracity_layer(
         }
         LayerChoice {
             model: model.name.clone(),
-            domain,
+            domain: domain.to_string(),
             veracity_layer: layer,
             criterion: "fixed in the run config".into(),
             scores: Vec::new(),
         }
     } else {
-        select_layer(study, model, domain)?
+        select_layer(study, model, *domain, progress)?
     };
     write_json_atomic(&path, &choice)?;
     Ok(choice)
 }
 
-fn select_layer(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result<LayerChoice> {
+fn select_layer(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<LayerChoice> {
     let n = study.config.representational.selection_statements;
     let train = study.stratified_train(domain, n);
     let cal = study.calibration_ids(domain, n);
@@ -323,7 +344,7 @@ fn select_layer(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::R
         );
     }
     let ids: Vec<String> = train.iter().chain(&cal).cloned().collect();
-    let last_tokens = last_token_states(study, model, domain, &ids, &candidates)?;
+    let last_tokens = last_token_states(study, model, domain, &ids, &candidates, progress)?;
     let label = |id: &str| if kind[id] == Kind::True { 1i8 } else { -1 };
     let hidden = model.lm.hidden_size();
     let mut scores = Vec::new();
@@ -355,7 +376,7 @@ fn select_layer(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::R
         .context("no layer gave a defined AUC (the calibration sample lacks a class)")?;
     Ok(LayerChoice {
         model: model.name.clone(),
-        domain,
+        domain: domain.to_string(),
         veracity_layer: best.0,
         criterion: format!(
             "AUC (True vs Not True) of a last-token Mass-Mean baseline probe fit on {} training and scored on {} calibration statements; first maximum over layers 3..={}",
@@ -375,21 +396,22 @@ fn last_token_states(
     domain: Domain,
     ids: &[String],
     layers: &[usize],
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<Vec<Vec<f32>>> {
-    let pb = bar(
-        ids.len() as u64,
+    progress.start(
         &format!("{} {domain} layer selection", model.name),
+        ids.len(),
     );
     let mut out = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(64) {
         let tokens = model.encode_statements(study.data(domain), chunk)?;
         let acts =
-            pstat_lm::extract::extract(&model.lm, chunk, &tokens, layers, |n| pb.inc(n as u64))?;
+            pstat_lm::extract::extract(&model.lm, chunk, &tokens, layers, |n| progress.advance(n))?;
         for i in 0..chunk.len() {
             out.push(acts.iter().flat_map(|a| a.last_token(i).to_vec()).collect());
         }
     }
-    pb.finish_and_clear();
+    progress.finish(false);
     Ok(out)
 }
 
@@ -400,10 +422,11 @@ fn extract_layers(
     model: &LoadedModel,
     domain: Domain,
     layers: &[usize],
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<BTreeMap<usize, Activations>> {
     let mut ids = study.train_ids(domain);
     ids.extend(study.held_out_true(domain));
-    cached_activations(model, study.data(domain), &ids, layers)
+    cached_activations(model, study.data(domain), &ids, layers, progress)
 }
 
 /// Activations of `ids` at `layers`, from the cache under `$PSTAT_HOME/activations` when
@@ -414,6 +437,7 @@ pub fn cached_activations(
     data: &pstat_data::Dataset,
     ids: &[String],
     layers: &[usize],
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<BTreeMap<usize, Activations>> {
     if let Some(&l) = layers.iter().find(|&&l| l > model.lm.n_layers()) {
         bail!(
@@ -449,12 +473,10 @@ pub fn cached_activations(
         return Ok(out);
     }
     let tokens = model.encode_statements(data, ids)?;
-    let pb = bar(
-        ids.len() as u64,
-        &format!("{} {domain} activations", model.name),
-    );
-    let acts = pstat_lm::extract::extract(&model.lm, ids, &tokens, &missing, |n| pb.inc(n as u64))?;
-    pb.finish_and_clear();
+    progress.start(&format!("{} {domain} activations", model.name), ids.len());
+    let acts =
+        pstat_lm::extract::extract(&model.lm, ids, &tokens, &missing, |n| progress.advance(n))?;
+    progress.finish(false);
     for (&layer, mut a) in missing.iter().zip(acts) {
         a.metadata
             .insert("model_sha256".into(), model.lm.sha256().into());

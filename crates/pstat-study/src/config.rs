@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use pstat_data::condition::Condition;
 use pstat_data::{ConditionSet, Domain, SplitConfig};
 use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
+use pstat_tables::{Baseline, Probe, PromptFormat};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -48,7 +49,7 @@ pub struct SplitShares {
 pub struct Representational {
     pub enabled: bool,
     /// `sawmil` and/or `mass_mean`.
-    pub probes: Vec<String>,
+    pub probes: Vec<Probe>,
     /// Offsets from the veracity layer (Appendix F uses −2..=2).
     pub layer_offsets: Vec<i64>,
     /// Offsets evaluated for the Mass-Mean probe (the paper reports it at the veracity layer;
@@ -67,11 +68,19 @@ pub struct Representational {
 }
 
 impl Representational {
-    /// The fit parameters of `probe` (`sawmil` or `mass_mean`) under this config.
-    pub fn probe_params(&self, probe: &str, seed: u64) -> Box<dyn ProbeParams> {
+    /// The fit parameters of `probe` under this config.
+    pub fn probe_params(&self, probe: Probe, seed: u64) -> Box<dyn ProbeParams> {
         match probe {
-            "sawmil" => Box::new(self.sawmil_params(seed)),
-            _ => Box::new(MassMeanParams::default()),
+            Probe::Sawmil => Box::new(self.sawmil_params(seed)),
+            Probe::MassMean | Probe::Prompt => Box::new(MassMeanParams::default()),
+        }
+    }
+
+    /// The layer offsets from the veracity layer at which `probe` is retrained.
+    pub fn offsets(&self, probe: Probe) -> &[i64] {
+        match probe {
+            Probe::MassMean => &self.mass_mean_layer_offsets,
+            Probe::Sawmil | Probe::Prompt => &self.layer_offsets,
         }
     }
 
@@ -91,11 +100,9 @@ pub struct Behavioral {
     /// Context sizes; the paper's main result uses 100, Appendix G adds 20 and 50.
     pub k: Vec<usize>,
     /// `empty` (the paper's Θ0) and/or `true` (K True training statements; Appendix G).
-    pub baselines: Vec<String>,
-    /// `chat` and/or `plain` (chat applies to chat models only), or `auto`: chat for chat
-    /// models as in the paper, plain for base models, and plain for a domain where a chat
-    /// model's chat-format empty baseline holds fewer than 20 True beliefs.
-    pub formats: Vec<String>,
+    pub baselines: Vec<Baseline>,
+    /// `["chat"]`, `["plain"]` or both (chat applies to chat models only), or `["auto"]`.
+    pub formats: Formats,
     /// Extra independent context draws per Θ (beyond the paper's single draw).
     pub resamples: usize,
     /// Also score draw 0's statements in a permuted order (noise floor of the judgment).
@@ -125,6 +132,55 @@ pub struct Clustering {
     pub enabled: bool,
     /// OpenAI-compatible chat endpoint that names the clusters (optional).
     pub labeler: Option<String>,
+}
+
+/// `behavioral.formats`: the prompt formats to run, or `auto`. In TOML a list of strings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Formats {
+    /// Chat for chat models (the paper, Section 4.4.2), plain for base models; a chat model
+    /// whose chat-format empty baseline holds fewer than 20 True beliefs in a domain is
+    /// prompted plain there instead, since nothing can be retracted from an empty belief set
+    /// (SmolLM2-135M answers "c" to every chat-formatted baseline question).
+    Auto,
+    Listed(Vec<PromptFormat>),
+}
+
+/// The `behavioral.formats` entry that asks for [`Formats::Auto`].
+const AUTO: &str = "auto";
+
+impl Serialize for Formats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Formats::Auto => [AUTO].serialize(s),
+            Formats::Listed(formats) => formats.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Formats {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let names = Vec::<String>::deserialize(d)?;
+        if names.iter().any(|f| f == AUTO) {
+            if names.len() > 1 {
+                return Err(D::Error::custom(
+                    "`auto` chooses the format itself and stands alone",
+                ));
+            }
+            return Ok(Formats::Auto);
+        }
+        names
+            .iter()
+            .map(|f| {
+                f.parse::<PromptFormat>().map_err(|_| {
+                    D::Error::custom(format!(
+                        "unknown prompt format `{f}` (expected chat, plain or {AUTO})"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(Formats::Listed)
+    }
 }
 
 impl Default for RunConfig {
@@ -161,7 +217,7 @@ impl Default for Representational {
     fn default() -> Self {
         Representational {
             enabled: true,
-            probes: vec!["sawmil".into(), "mass_mean".into()],
+            probes: vec![Probe::Sawmil, Probe::MassMean],
             layer_offsets: vec![-2, -1, 0, 1, 2],
             mass_mean_layer_offsets: vec![-2, -1, 0, 1, 2],
             veracity_layer: None,
@@ -176,8 +232,8 @@ impl Default for Behavioral {
         Behavioral {
             enabled: true,
             k: vec![100],
-            baselines: vec!["empty".into(), "true".into()],
-            formats: vec![super::behavioral::AUTO.into()],
+            baselines: vec![Baseline::Empty, Baseline::True],
+            formats: Formats::Auto,
             resamples: 0,
             shuffle_control: false,
             allow_fewer: true,
@@ -227,12 +283,12 @@ impl RunConfig {
         self.representational.selection_statements = 300;
         self.representational.sawmil_c = Some(0.1);
         self.behavioral.k = vec![20];
-        self.behavioral.baselines = vec!["empty".into()];
+        self.behavioral.baselines = vec![Baseline::Empty];
         // SmolLM2-135M answers "c" to every chat-formatted baseline question (|B_true| = 0), so
         // the quick look uses the plain prompt, where its baseline believes most True statements.
-        self.behavioral.formats = vec!["plain".into()];
+        self.behavioral.formats = Formats::Listed(vec![PromptFormat::Plain]);
         self.representational.layer_offsets = vec![0];
-        self.representational.probes = vec!["sawmil".into()];
+        self.representational.probes = vec![Probe::Sawmil];
         self.representational.mass_mean_layer_offsets = vec![];
         self.bootstrap_resamples = 200;
         self.familiarity.distance_pairs = 1000;
@@ -247,26 +303,13 @@ impl RunConfig {
         if self.domains.is_empty() {
             bail!("`domains` is empty");
         }
-        for p in &self.representational.probes {
-            if p != "sawmil" && p != "mass_mean" {
-                bail!(
-                    "representational.probes: unknown probe `{p}` (expected sawmil or mass_mean)"
-                );
-            }
+        if self.representational.probes.contains(&Probe::Prompt) {
+            bail!(
+                "representational.probes: `prompt` is the behavioral judgment (expected sawmil or mass_mean)"
+            );
         }
-        for b in &self.behavioral.baselines {
-            if b != "empty" && b != "true" {
-                bail!("behavioral.baselines: unknown baseline `{b}` (expected empty or true)");
-            }
-        }
-        let auto = super::behavioral::AUTO;
-        for f in &self.behavioral.formats {
-            if f != "chat" && f != "plain" && f != auto {
-                bail!("behavioral.formats: unknown format `{f}` (expected chat, plain or {auto})");
-            }
-        }
-        if self.behavioral.formats.len() > 1 && self.behavioral.formats.iter().any(|f| f == auto) {
-            bail!("behavioral.formats: `{auto}` chooses the format itself and stands alone");
+        if self.behavioral.formats == Formats::Listed(Vec::new()) {
+            bail!("behavioral.formats is empty");
         }
         if self.behavioral.k.contains(&0) {
             bail!("behavioral.k: context sizes must be positive");
@@ -304,7 +347,7 @@ mod tests {
     fn defaults_are_the_paper_protocol() {
         let c = RunConfig::default();
         assert_eq!(c.behavioral.k, [100]);
-        assert_eq!(c.behavioral.formats, ["auto"]);
+        assert_eq!(c.behavioral.formats, Formats::Auto);
         assert_eq!(c.representational.layer_offsets, [-2, -1, 0, 1, 2]);
         assert_eq!(
             c.representational.mass_mean_layer_offsets,
@@ -333,7 +376,7 @@ mod tests {
         assert_eq!(c.conditions().unwrap().names().len(), 7);
         assert_eq!(
             c.behavioral.baselines,
-            ["empty", "true"],
+            [Baseline::Empty, Baseline::True],
             "unset fields keep defaults"
         );
         assert_ne!(c.hash(), RunConfig::default().hash());
@@ -356,14 +399,13 @@ mod tests {
     #[test]
     fn unknown_fields_and_values_are_errors() {
         assert!(toml::from_str::<RunConfig>("sed = 1").is_err());
-        let c: RunConfig = toml::from_str("[behavioral]\nformats = [\"chatt\"]").unwrap();
-        assert!(c.validate().unwrap_err().to_string().contains("chatt"));
-        let c: RunConfig = toml::from_str("[behavioral]\nformats = [\"auto\", \"chat\"]").unwrap();
-        assert!(
-            c.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("stands alone")
-        );
+        let err = |text: &str| toml::from_str::<RunConfig>(text).unwrap_err().to_string();
+        assert!(err("[behavioral]\nformats = [\"chatt\"]").contains("chatt"));
+        assert!(err("[behavioral]\nformats = [\"auto\", \"chat\"]").contains("stands alone"));
+        assert!(err("[representational]\nprobes = [\"mass-mean\"]").contains("mass_mean"));
+        assert!(err("[behavioral]\nbaselines = [\"none\"]").contains("empty"));
+        let prompt: RunConfig =
+            toml::from_str("[representational]\nprobes = [\"prompt\"]").unwrap();
+        assert!(prompt.validate().is_err());
     }
 }
