@@ -12,12 +12,12 @@
 //! says whether the direction is consistent.
 
 use crate::belief::{BeliefComparison, Bootstrap, StabilityError, percentile};
-use pstat_data::artifact::write_atomic;
+pub use pstat_tables::ComparisonRow;
+use pstat_tables::{Baseline, Instantiation, Probe, PromptFormat};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The level at which a Holm-corrected p-value is called significant in `comparisons.csv`.
 pub const ALPHA: f64 = 0.05;
@@ -105,63 +105,34 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
     adjusted
 }
 
-/// One row of `comparisons.csv`: a paired comparison of two perturbations of one
-/// (model, domain, instantiation, probe, k, baseline, format, layer).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ComparisonRow {
-    pub model: String,
-    pub domain: String,
-    pub instantiation: String,
-    pub probe: String,
-    pub k: Option<usize>,
-    pub baseline: Option<String>,
-    pub format: Option<String>,
-    pub layer: Option<usize>,
-    pub condition_a: String,
-    pub condition_b: String,
-    pub n_baseline_true: usize,
-    pub retraction_rate_a: f64,
-    pub retraction_rate_b: f64,
-    /// ρ_R(Θa) − ρ_R(Θb).
-    pub difference: f64,
-    pub difference_lo: f64,
-    pub difference_hi: f64,
-    pub p_value: f64,
-    /// Holm-adjusted over every row of the run's table (see [`adjust_holm`]).
-    pub p_holm: f64,
-    /// p_holm < [`ALPHA`].
-    pub significant: bool,
-}
-
-impl ComparisonRow {
-    /// A row with the identifying columns of `key` (its `condition` and `resample` unused).
-    pub fn new(
-        key: &crate::table::RowKey,
-        condition_a: &str,
-        condition_b: &str,
-        diff: &PairedDifference,
-    ) -> Self {
-        ComparisonRow {
-            model: key.model.clone(),
-            domain: key.domain.clone(),
-            instantiation: key.instantiation.clone(),
-            probe: key.probe.clone(),
-            k: key.k,
-            baseline: key.baseline.clone(),
-            format: key.format.clone(),
-            layer: key.layer,
-            condition_a: condition_a.to_string(),
-            condition_b: condition_b.to_string(),
-            n_baseline_true: diff.n_baseline_true,
-            retraction_rate_a: diff.retraction_rate_a,
-            retraction_rate_b: diff.retraction_rate_b,
-            difference: diff.difference,
-            difference_lo: diff.lo,
-            difference_hi: diff.hi,
-            p_value: diff.p_value,
-            p_holm: diff.p_value,
-            significant: diff.p_value < ALPHA,
-        }
+/// The row of `comparisons.csv` for Θa against Θb under `key` (its `condition` and
+/// `resample` unused); `p_holm` is the uncorrected p until [`adjust_holm`] runs over the run.
+pub fn comparison_row(
+    key: &crate::table::RowKey,
+    condition_a: &str,
+    condition_b: &str,
+    diff: &PairedDifference,
+) -> ComparisonRow {
+    ComparisonRow {
+        model: key.model.clone(),
+        domain: key.domain.clone(),
+        instantiation: key.instantiation,
+        probe: key.probe,
+        k: key.k,
+        baseline: key.baseline,
+        format: key.format,
+        layer: key.layer,
+        condition_a: condition_a.to_string(),
+        condition_b: condition_b.to_string(),
+        n_baseline_true: diff.n_baseline_true,
+        retraction_rate_a: diff.retraction_rate_a,
+        retraction_rate_b: diff.retraction_rate_b,
+        difference: diff.difference,
+        difference_lo: diff.lo,
+        difference_hi: diff.hi,
+        p_value: diff.p_value,
+        p_holm: diff.p_value,
+        significant: diff.p_value < ALPHA,
     }
 }
 
@@ -173,52 +144,6 @@ pub fn adjust_holm(rows: &mut [ComparisonRow]) {
         row.p_holm = adjusted;
         row.significant = adjusted < ALPHA;
     }
-}
-
-pub const COMPARISON_COLUMNS: [&str; 19] = [
-    "model",
-    "domain",
-    "instantiation",
-    "probe",
-    "k",
-    "baseline",
-    "format",
-    "layer",
-    "condition_a",
-    "condition_b",
-    "n_baseline_true",
-    "retraction_rate_a",
-    "retraction_rate_b",
-    "difference",
-    "difference_lo",
-    "difference_hi",
-    "p_value",
-    "p_holm",
-    "significant",
-];
-
-pub fn write_comparisons_csv(path: &Path, rows: &[ComparisonRow]) -> std::io::Result<()> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    if rows.is_empty() {
-        writer.write_record(COMPARISON_COLUMNS)?;
-    }
-    for row in rows {
-        writer.serialize(row).map_err(std::io::Error::other)?;
-    }
-    let bytes = writer
-        .into_inner()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    write_atomic(path, &bytes)
-}
-
-pub fn read_comparisons_csv(path: &Path) -> Result<Vec<ComparisonRow>, String> {
-    let mut reader =
-        csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    reader
-        .deserialize()
-        .enumerate()
-        .map(|(i, r)| r.map_err(|e| format!("{}, line {}: {e}", path.display(), i + 2)))
-        .collect()
 }
 
 /// Exact two-sided sign test: of the non-zero differences, how many are positive, and the
@@ -256,11 +181,11 @@ fn ln_factorial(n: usize) -> f64 {
 /// A sign test of one comparison across the (model, domain) cells of a table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SignTestRow {
-    pub instantiation: String,
-    pub probe: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
     pub k: Option<usize>,
-    pub baseline: Option<String>,
-    pub format: Option<String>,
+    pub baseline: Option<Baseline>,
+    pub format: Option<PromptFormat>,
     pub condition_a: String,
     pub condition_b: String,
     /// (model, domain) cells with this comparison.
@@ -275,22 +200,22 @@ pub struct SignTestRow {
 /// models) and run the sign test over each group's differences.
 pub fn sign_tests_across_models(rows: &[ComparisonRow]) -> Vec<SignTestRow> {
     type Key = (
-        String,
-        String,
+        Instantiation,
+        Probe,
         Option<usize>,
-        Option<String>,
-        Option<String>,
+        Option<Baseline>,
+        Option<PromptFormat>,
         String,
         String,
     );
     let mut groups: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     for r in rows {
         let key = (
-            r.instantiation.clone(),
-            r.probe.clone(),
+            r.instantiation,
+            r.probe,
             r.k,
-            r.baseline.clone(),
-            r.format.clone(),
+            r.baseline,
+            r.format,
             r.condition_a.clone(),
             r.condition_b.clone(),
         );
@@ -445,11 +370,11 @@ mod tests {
         let key = |model: &str, domain: &str| crate::table::RowKey {
             model: model.into(),
             domain: domain.into(),
-            instantiation: "behavioral".into(),
-            probe: "prompt".into(),
+            instantiation: Instantiation::Behavioral,
+            probe: Probe::Prompt,
             k: Some(100),
-            baseline: Some("empty".into()),
-            format: Some("chat".into()),
+            baseline: Some(Baseline::Empty),
+            format: Some(PromptFormat::Chat),
             ..Default::default()
         };
         let mut rows = Vec::new();
@@ -460,7 +385,7 @@ mod tests {
             {
                 let (a, b) = planted(100, 0.5, 0.2, (i * 2 + j) as u64);
                 let d = paired_retraction_difference(&a, &b, boot(1)).unwrap();
-                rows.push(ComparisonRow::new(
+                rows.push(comparison_row(
                     &key(model, domain),
                     "synthetic_tf",
                     "fictional",
@@ -471,11 +396,16 @@ mod tests {
         adjust_holm(&mut rows);
         assert!(rows.iter().all(|r| r.p_holm >= r.p_value && r.significant));
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("comparisons.csv");
-        write_comparisons_csv(&path, &rows).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.lines().next().unwrap(), COMPARISON_COLUMNS.join(","));
-        assert_eq!(read_comparisons_csv(&path).unwrap(), rows);
+        pstat_tables::write_table(dir.path(), &rows).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("comparisons.csv")).unwrap();
+        assert_eq!(
+            text.lines().next().unwrap(),
+            pstat_tables::COMPARISON_COLUMNS.join(",")
+        );
+        assert_eq!(
+            pstat_tables::read_table::<ComparisonRow>(dir.path()).unwrap(),
+            rows
+        );
         let signs = sign_tests_across_models(&rows);
         assert_eq!(signs.len(), 1);
         assert_eq!((signs[0].n_cells, signs[0].positive), (4, 4));

@@ -84,7 +84,7 @@ impl Representational {
         }
     }
 
-    fn sawmil_params(&self, seed: u64) -> SawMilParams {
+    pub(crate) fn sawmil_params(&self, seed: u64) -> SawMilParams {
         SawMilParams {
             c: self.sawmil_c,
             seed,
