@@ -107,9 +107,10 @@ pub struct Behavioral {
     pub resamples: usize,
     /// Also score draw 0's statements in a permuted order (noise floor of the judgment).
     pub shuffle_control: bool,
-    /// When a condition has fewer than K training statements (city Fictional under the
-    /// exclusive split), use them all and record it in the unit's context file; `false` makes
-    /// it an error instead.
+    /// When a condition has fewer than K training statements, use them all, record it in the
+    /// unit's context file and flag the row (`short_context` in stability.csv); off (the
+    /// default), a short context is an error before anything is scored. The stratified split
+    /// gives every paper condition at least 100 training statements in every domain.
     pub allow_fewer: bool,
     /// Score on an OpenAI-compatible completions server instead of in-process.
     pub backend: Option<String>,
@@ -236,7 +237,7 @@ impl Default for Behavioral {
             formats: Formats::Auto,
             resamples: 0,
             shuffle_control: false,
-            allow_fewer: true,
+            allow_fewer: false,
             backend: None,
         }
     }
@@ -348,6 +349,10 @@ mod tests {
         let c = RunConfig::default();
         assert_eq!(c.behavioral.k, [100]);
         assert_eq!(c.behavioral.formats, Formats::Auto);
+        assert!(
+            !c.behavioral.allow_fewer,
+            "a short context is an error unless asked for"
+        );
         assert_eq!(c.representational.layer_offsets, [-2, -1, 0, 1, 2]);
         assert_eq!(
             c.representational.mass_mean_layer_offsets,

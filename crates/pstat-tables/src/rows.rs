@@ -40,6 +40,13 @@ pub struct StabilityRow {
     /// Columns after `flag` are appended, so readers of older tables keep working.
     #[serde(default)]
     pub c: Option<f64>,
+    /// Statements actually in Θ's belief context (behavioral rows; empty otherwise).
+    #[serde(default)]
+    pub context_size: Option<usize>,
+    /// The context holds fewer than the `k` it was asked for (only with `allow_fewer`): the
+    /// rate is not a K-statement rate. Empty where there is no context.
+    #[serde(default)]
+    pub short_context: Option<bool>,
 }
 
 /// The identifying columns of a [`StabilityRow`], apart from the measured values.
@@ -75,7 +82,7 @@ impl StabilityRow {
 }
 
 /// The columns of `stability.csv`, in order.
-pub const STABILITY_COLUMNS: [&str; 22] = [
+pub const STABILITY_COLUMNS: [&str; 24] = [
     "model",
     "domain",
     "instantiation",
@@ -98,6 +105,8 @@ pub const STABILITY_COLUMNS: [&str; 22] = [
     "expansion_rate_hi",
     "flag",
     "c",
+    "context_size",
+    "short_context",
 ];
 
 fn opt<T: ToString>(v: &Option<T>) -> String {
@@ -463,7 +472,10 @@ mod tests {
         write_table(dir.path(), &rows).unwrap();
         let text = std::fs::read_to_string(dir.path().join("stability.csv")).unwrap();
         assert_eq!(text.lines().next().unwrap(), STABILITY_COLUMNS.join(","));
-        assert!(text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,\n"), "{text}");
+        assert!(
+            text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,,,\n"),
+            "{text}"
+        );
         assert_eq!(read_table::<StabilityRow>(dir.path()).unwrap(), rows);
     }
 
