@@ -96,6 +96,9 @@ impl Stage for Representational {
             };
             if layer == choice.veracity_layer {
                 unit.add_retractions(study, probe, &mut handoff.retractions);
+                tables
+                    .comparisons
+                    .extend(unit.comparisons(cell, probe, layer)?);
             }
             tables.stability.extend(unit.rows);
         }
@@ -150,6 +153,45 @@ impl ProbeUnit {
                 );
             }
         }
+    }
+}
+
+impl ProbeUnit {
+    /// The paired Synthetic-vs-Fictional tests of this unit (`comparisons.csv`).
+    fn comparisons(
+        &self,
+        cell: &Cell,
+        probe: Probe,
+        layer: usize,
+    ) -> anyhow::Result<Vec<pstat_stability::ComparisonRow>> {
+        let Cell {
+            study,
+            model,
+            domain,
+        } = cell;
+        let Some(baseline) = study
+            .conditions
+            .baseline()
+            .and_then(|b| self.judgments.get(&b.name))
+        else {
+            return Ok(Vec::new());
+        };
+        let key = RowKey {
+            model: model.name.clone(),
+            domain: domain.to_string(),
+            instantiation: Instantiation::Representational,
+            probe,
+            layer: Some(layer),
+            ..RowKey::default()
+        };
+        crate::comparisons::paired_rows(
+            &key,
+            &study.held_out_true(*domain),
+            baseline,
+            &self.judgments,
+            study.config.bootstrap_resamples,
+            study.seed_for(&format!("paired:{}:{domain}:{probe}:{layer}", model.name)),
+        )
     }
 }
 
