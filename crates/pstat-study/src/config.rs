@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use pstat_data::condition::Condition;
 use pstat_data::{ConditionSet, Domain, SplitConfig};
 use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
+use pstat_stability::Bootstrap;
 use pstat_tables::{Baseline, Probe, PromptFormat};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -297,6 +298,8 @@ impl RunConfig {
         self
     }
 
+    /// Every check a run needs before it loads a model, so a bad value fails at once with the
+    /// field's name instead of after hours of work.
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.models.is_empty() {
             bail!("`models` is empty");
@@ -304,6 +307,38 @@ impl RunConfig {
         if self.domains.is_empty() {
             bail!("`domains` is empty");
         }
+        if let Some(model) = first_duplicate(&self.models) {
+            bail!("`models` lists `{model}` twice");
+        }
+        if let Some(domain) = first_duplicate(&self.domains) {
+            bail!("`domains` lists `{domain}` twice");
+        }
+        for (field, limit) in [
+            ("test_limit", self.test_limit),
+            ("train_limit", self.train_limit),
+            (
+                "representational.selection_statements",
+                Some(self.representational.selection_statements),
+            ),
+            (
+                "representational.veracity_layer",
+                self.representational.veracity_layer,
+            ),
+        ] {
+            if limit == Some(0) {
+                bail!("`{field}` must be at least 1");
+            }
+        }
+        self.representational
+            .sawmil_params(self.seed)
+            .validate()
+            .context("representational.sawmil_c")?;
+        Bootstrap {
+            resamples: self.bootstrap_resamples,
+            seed: self.seed,
+        }
+        .validate()?;
+        self.split_config().validate().context("[splits]")?;
         if self.representational.probes.contains(&Probe::Prompt) {
             bail!(
                 "representational.probes: `prompt` is the behavioral judgment (expected sawmil or mass_mean)"
@@ -338,6 +373,15 @@ impl RunConfig {
     pub fn hash(&self) -> String {
         pstat_data::artifact::sha256_hex(&serde_json::to_vec(self).expect("config serializes"))
     }
+}
+
+/// The first value listed twice, if any.
+fn first_duplicate<T: PartialEq>(values: &[T]) -> Option<&T> {
+    values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| values[..*i].contains(v))
+        .map(|(_, v)| v)
 }
 
 #[cfg(test)]
@@ -412,5 +456,41 @@ mod tests {
         let prompt: RunConfig =
             toml::from_str("[representational]\nprobes = [\"prompt\"]").unwrap();
         assert!(prompt.validate().is_err());
+    }
+
+    #[test]
+    fn validate_names_the_bad_field_before_any_work() {
+        let invalid = |text: &str| {
+            let config: RunConfig = toml::from_str(text).unwrap();
+            format!("{:#}", config.validate().unwrap_err())
+        };
+        let err = invalid("[representational]\nsawmil_c = 0.0");
+        assert!(
+            err.contains("sawmil_c") && err.contains("positive"),
+            "{err}"
+        );
+        assert!(invalid("[representational]\nsawmil_c = -1.0").contains("sawmil_c"));
+        assert!(invalid("test_limit = 0").contains("`test_limit` must be at least 1"));
+        assert!(invalid("train_limit = 0").contains("train_limit"));
+        assert!(
+            invalid("[representational]\nselection_statements = 0")
+                .contains("selection_statements")
+        );
+        assert!(invalid("bootstrap_resamples = 0").contains("bootstrap_resamples"));
+        let err =
+            invalid("models = [\"gemma-3-270m\", \"smollm2-135m-instruct\", \"gemma-3-270m\"]");
+        assert!(err.contains("`models` lists `gemma-3-270m` twice"), "{err}");
+        let err = invalid("domains = [\"word_definitions\", \"word_definitions\"]");
+        assert!(
+            err.contains("`domains` lists `word_definitions` twice"),
+            "{err}"
+        );
+        let err = invalid("[splits]\ntest = 0.6\ncalibration = 0.5");
+        assert!(
+            err.contains("[splits]") && err.contains("split shares"),
+            "{err}"
+        );
+        RunConfig::default().validate().unwrap();
+        RunConfig::default().quick().validate().unwrap();
     }
 }
