@@ -276,8 +276,9 @@ impl RunConfig {
     }
 
     /// The documented `--quick` preset: the first model only, 600 training statements and 100
-    /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL only with
-    /// C = 0.1 (no CV search), the empty baseline and the plain prompt format.
+    /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL with
+    /// C = 0.1 (no CV search) and Mass-Mean (seconds), the empty baseline and the plain prompt
+    /// format.
     pub fn quick(mut self) -> Self {
         self.models.truncate(1);
         self.test_limit = Some(100);
@@ -290,8 +291,8 @@ impl RunConfig {
         // the quick look uses the plain prompt, where its baseline believes most True statements.
         self.behavioral.formats = Formats::Listed(vec![PromptFormat::Plain]);
         self.representational.layer_offsets = vec![0];
-        self.representational.probes = vec![Probe::Sawmil];
-        self.representational.mass_mean_layer_offsets = vec![];
+        self.representational.probes = vec![Probe::Sawmil, Probe::MassMean];
+        self.representational.mass_mean_layer_offsets = vec![0];
         self.bootstrap_resamples = 200;
         self.familiarity.distance_pairs = 1000;
         self.familiarity.statements_per_kind = 30;
@@ -438,6 +439,15 @@ mod tests {
             .representational
             .sawmil_params(3);
         assert_eq!((quick.c, quick.seed), (Some(0.1), 3));
+        let quick = RunConfig::default().quick().representational;
+        assert_eq!(quick.probes, [Probe::Sawmil, Probe::MassMean]);
+        for probe in [Probe::Sawmil, Probe::MassMean] {
+            assert_eq!(
+                quick.offsets(probe),
+                [0],
+                "{probe} at the veracity layer only"
+            );
+        }
         let paper = RunConfig::default().representational.sawmil_params(3);
         assert_eq!(
             paper.c, None,
