@@ -261,6 +261,7 @@ mod tests {
     use crate::gguf::GgufFile;
     use crate::model::Loader;
     use crate::model::ops::linear;
+    use crate::weights::GgufTensors;
     use candle_core::quantized::{QStorage, QTensor, gguf_file};
     use candle_core::{Device, Tensor};
     use rand::{Rng, SeedableRng};
@@ -292,7 +293,8 @@ mod tests {
         gguf_file::write(&mut out, &[], &named).unwrap();
         drop(out);
         let file = GgufFile::open(&path).unwrap();
-        let mut loader = Loader::new(&file).unwrap();
+        let mut tensors_of_file = GgufTensors::new(&file).unwrap();
+        let mut loader = Loader::new(&mut tensors_of_file);
         tensors
             .iter()
             .map(|(name, t)| {
