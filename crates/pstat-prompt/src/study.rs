@@ -234,7 +234,12 @@ pub fn summarize(
             condition: unit.condition.clone(),
             resample: unit.draw.resample_column(),
         };
-        stability.push(stability_row(key, &cmp, bootstrap));
+        let size = unit.context.ids.len();
+        stability.push(StabilityRow {
+            context_size: Some(size),
+            short_context: Some(size < spec.context.k),
+            ..stability_row(key, &cmp, bootstrap)
+        });
     }
     let answers = units
         .iter()
@@ -307,6 +312,10 @@ mod tests {
         assert_eq!((fictional.n_baseline_true, fictional.retractions), (3, 1));
         assert_eq!(fictional.retraction_rate, Some(1.0 / 3.0));
         assert_eq!(fictional.flag.as_deref(), Some("small_baseline"));
+        assert_eq!(
+            (fictional.context_size, fictional.short_context),
+            (Some(4), Some(false))
+        );
         let synthetic = summary
             .stability
             .iter()
@@ -355,5 +364,46 @@ mod tests {
         )
         .unwrap();
         assert_eq!(scorer.calls, 21 + 20);
+    }
+
+    #[test]
+    fn a_context_short_of_k_is_an_error_or_a_flagged_row() {
+        let (data, splits) = datasets_and_splits();
+        let pool = TrainingPool::new(Domain::CityLocations, &data, &splits).unwrap();
+        let test: Vec<&Statement> = data[0]
+            .of_kind(Kind::True)
+            .filter(|s| splits[0].test.contains(&s.id))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = spec(dir.path(), 0);
+        spec.shuffle_control = false;
+        // Four training statements per kind: a Synthetic (TF) context of 6 is short.
+        spec.context.k = 6;
+        let conditions = ConditionSet::paper();
+        let mut scorer = FakeScorer { calls: 0 };
+        let mut run = |spec: &StudySpec| {
+            run_units(
+                spec,
+                &conditions,
+                &pool,
+                &test,
+                &CharCodec,
+                &mut scorer,
+                &mut Silent,
+            )
+        };
+        assert!(run(&spec).is_err(), "allow_fewer is off");
+        spec.context.allow_fewer = true;
+        let units = run(&spec).unwrap();
+        let summary = summarize(&spec, &units, Bootstrap::default()).unwrap();
+        let synthetic = summary
+            .stability
+            .iter()
+            .find(|r| r.condition == "synthetic_tf")
+            .unwrap();
+        assert_eq!(
+            (synthetic.k, synthetic.context_size, synthetic.short_context),
+            (Some(6), Some(4), Some(true))
+        );
     }
 }

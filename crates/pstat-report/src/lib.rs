@@ -19,6 +19,7 @@ mod tables;
 
 pub use error::ReportError;
 pub use inputs::RunData;
+pub use summary::PAIRS;
 
 use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, stability_figure};
 use html::Section;

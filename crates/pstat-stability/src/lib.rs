@@ -16,7 +16,7 @@ pub mod table;
 pub use aggregate::{AggregateRow, aggregate_across_models};
 pub use belief::{BeliefComparison, Bootstrap, Judgments, Rate, StabilityError, compare};
 pub use paired::{
-    ALPHA, ComparisonRow, PairedDifference, SignTest, SignTestRow, adjust_holm, holm,
-    paired_retraction_difference, sign_test, sign_tests_across_models, write_comparisons_csv,
+    ALPHA, ComparisonRow, PairedDifference, SignTest, SignTestRow, adjust_holm, comparison_row,
+    holm, paired_retraction_difference, sign_test, sign_tests_across_models,
 };
 pub use table::{MIN_BASELINE_TRUE, RowKey, StabilityRow, stability_row};

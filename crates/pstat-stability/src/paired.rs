@@ -12,13 +12,12 @@
 //! says whether the direction is consistent.
 
 use crate::belief::{BeliefComparison, Bootstrap, StabilityError, percentile};
-use pstat_data::artifact::write_atomic;
+pub use pstat_tables::ComparisonRow;
 use pstat_tables::{Baseline, Instantiation, Probe, PromptFormat};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The level at which a Holm-corrected p-value is called significant in `comparisons.csv`.
 pub const ALPHA: f64 = 0.05;
@@ -106,63 +105,34 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
     adjusted
 }
 
-/// One row of `comparisons.csv`: a paired comparison of two perturbations of one
-/// (model, domain, instantiation, probe, k, baseline, format, layer).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ComparisonRow {
-    pub model: String,
-    pub domain: String,
-    pub instantiation: Instantiation,
-    pub probe: Probe,
-    pub k: Option<usize>,
-    pub baseline: Option<Baseline>,
-    pub format: Option<PromptFormat>,
-    pub layer: Option<usize>,
-    pub condition_a: String,
-    pub condition_b: String,
-    pub n_baseline_true: usize,
-    pub retraction_rate_a: f64,
-    pub retraction_rate_b: f64,
-    /// ρ_R(Θa) − ρ_R(Θb).
-    pub difference: f64,
-    pub difference_lo: f64,
-    pub difference_hi: f64,
-    pub p_value: f64,
-    /// Holm-adjusted over every row of the run's table (see [`adjust_holm`]).
-    pub p_holm: f64,
-    /// p_holm < [`ALPHA`].
-    pub significant: bool,
-}
-
-impl ComparisonRow {
-    /// A row with the identifying columns of `key` (its `condition` and `resample` unused).
-    pub fn new(
-        key: &crate::table::RowKey,
-        condition_a: &str,
-        condition_b: &str,
-        diff: &PairedDifference,
-    ) -> Self {
-        ComparisonRow {
-            model: key.model.clone(),
-            domain: key.domain.clone(),
-            instantiation: key.instantiation,
-            probe: key.probe,
-            k: key.k,
-            baseline: key.baseline,
-            format: key.format,
-            layer: key.layer,
-            condition_a: condition_a.to_string(),
-            condition_b: condition_b.to_string(),
-            n_baseline_true: diff.n_baseline_true,
-            retraction_rate_a: diff.retraction_rate_a,
-            retraction_rate_b: diff.retraction_rate_b,
-            difference: diff.difference,
-            difference_lo: diff.lo,
-            difference_hi: diff.hi,
-            p_value: diff.p_value,
-            p_holm: diff.p_value,
-            significant: diff.p_value < ALPHA,
-        }
+/// The row of `comparisons.csv` for Θa against Θb under `key` (its `condition` and
+/// `resample` unused); `p_holm` is the uncorrected p until [`adjust_holm`] runs over the run.
+pub fn comparison_row(
+    key: &crate::table::RowKey,
+    condition_a: &str,
+    condition_b: &str,
+    diff: &PairedDifference,
+) -> ComparisonRow {
+    ComparisonRow {
+        model: key.model.clone(),
+        domain: key.domain.clone(),
+        instantiation: key.instantiation,
+        probe: key.probe,
+        k: key.k,
+        baseline: key.baseline,
+        format: key.format,
+        layer: key.layer,
+        condition_a: condition_a.to_string(),
+        condition_b: condition_b.to_string(),
+        n_baseline_true: diff.n_baseline_true,
+        retraction_rate_a: diff.retraction_rate_a,
+        retraction_rate_b: diff.retraction_rate_b,
+        difference: diff.difference,
+        difference_lo: diff.lo,
+        difference_hi: diff.hi,
+        p_value: diff.p_value,
+        p_holm: diff.p_value,
+        significant: diff.p_value < ALPHA,
     }
 }
 
@@ -174,52 +144,6 @@ pub fn adjust_holm(rows: &mut [ComparisonRow]) {
         row.p_holm = adjusted;
         row.significant = adjusted < ALPHA;
     }
-}
-
-pub const COMPARISON_COLUMNS: [&str; 19] = [
-    "model",
-    "domain",
-    "instantiation",
-    "probe",
-    "k",
-    "baseline",
-    "format",
-    "layer",
-    "condition_a",
-    "condition_b",
-    "n_baseline_true",
-    "retraction_rate_a",
-    "retraction_rate_b",
-    "difference",
-    "difference_lo",
-    "difference_hi",
-    "p_value",
-    "p_holm",
-    "significant",
-];
-
-pub fn write_comparisons_csv(path: &Path, rows: &[ComparisonRow]) -> std::io::Result<()> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    if rows.is_empty() {
-        writer.write_record(COMPARISON_COLUMNS)?;
-    }
-    for row in rows {
-        writer.serialize(row).map_err(std::io::Error::other)?;
-    }
-    let bytes = writer
-        .into_inner()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    write_atomic(path, &bytes)
-}
-
-pub fn read_comparisons_csv(path: &Path) -> Result<Vec<ComparisonRow>, String> {
-    let mut reader =
-        csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    reader
-        .deserialize()
-        .enumerate()
-        .map(|(i, r)| r.map_err(|e| format!("{}, line {}: {e}", path.display(), i + 2)))
-        .collect()
 }
 
 /// Exact two-sided sign test: of the non-zero differences, how many are positive, and the
@@ -446,11 +370,11 @@ mod tests {
         let key = |model: &str, domain: &str| crate::table::RowKey {
             model: model.into(),
             domain: domain.into(),
-            instantiation: pstat_tables::Instantiation::Behavioral,
-            probe: pstat_tables::Probe::Prompt,
+            instantiation: Instantiation::Behavioral,
+            probe: Probe::Prompt,
             k: Some(100),
-            baseline: Some(pstat_tables::Baseline::Empty),
-            format: Some(pstat_tables::PromptFormat::Chat),
+            baseline: Some(Baseline::Empty),
+            format: Some(PromptFormat::Chat),
             ..Default::default()
         };
         let mut rows = Vec::new();
@@ -461,7 +385,7 @@ mod tests {
             {
                 let (a, b) = planted(100, 0.5, 0.2, (i * 2 + j) as u64);
                 let d = paired_retraction_difference(&a, &b, boot(1)).unwrap();
-                rows.push(ComparisonRow::new(
+                rows.push(comparison_row(
                     &key(model, domain),
                     "synthetic_tf",
                     "fictional",
@@ -472,11 +396,16 @@ mod tests {
         adjust_holm(&mut rows);
         assert!(rows.iter().all(|r| r.p_holm >= r.p_value && r.significant));
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("comparisons.csv");
-        write_comparisons_csv(&path, &rows).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.lines().next().unwrap(), COMPARISON_COLUMNS.join(","));
-        assert_eq!(read_comparisons_csv(&path).unwrap(), rows);
+        pstat_tables::write_table(dir.path(), &rows).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("comparisons.csv")).unwrap();
+        assert_eq!(
+            text.lines().next().unwrap(),
+            pstat_tables::COMPARISON_COLUMNS.join(",")
+        );
+        assert_eq!(
+            pstat_tables::read_table::<ComparisonRow>(dir.path()).unwrap(),
+            rows
+        );
         let signs = sign_tests_across_models(&rows);
         assert_eq!(signs.len(), 1);
         assert_eq!((signs[0].n_cells, signs[0].positive), (4, 4));

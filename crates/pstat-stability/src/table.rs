@@ -34,6 +34,9 @@ pub fn stability_row(key: RowKey, cmp: &BeliefComparison, bootstrap: Bootstrap) 
         expansion_rate_lo: e.lo,
         expansion_rate_hi: e.hi,
         flag: (n_true < MIN_BASELINE_TRUE).then(|| "small_baseline".to_string()),
+        c: None,
+        context_size: None,
+        short_context: None,
     }
 }
 

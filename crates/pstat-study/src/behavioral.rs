@@ -15,7 +15,7 @@ use pstat_prompt::{
 };
 use pstat_stability::{Bootstrap, Judgments, MIN_BASELINE_TRUE};
 use pstat_tables::FormatDecision;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 /// The behavioral stage: belief-context prompts under every Θ.
@@ -178,6 +178,38 @@ fn run(
                             .collect()
                     };
                     let base_beliefs = beliefs(base);
+                    // The report states its comparisons for the main draw at the largest K
+                    // against the empty baseline.
+                    if baseline == Baseline::Empty && Some(k) == cfg.k.iter().copied().max() {
+                        let judged: HashMap<String, Judgments> = rest
+                            .iter()
+                            .filter(|u| u.draw == Draw::Main)
+                            .map(|u| (u.condition.clone(), beliefs(u)))
+                            .collect();
+                        let key = pstat_stability::RowKey {
+                            model: model.name.clone(),
+                            domain: domain.to_string(),
+                            instantiation: pstat_tables::Instantiation::Behavioral,
+                            probe: pstat_tables::Probe::Prompt,
+                            k: Some(k),
+                            baseline: Some(baseline),
+                            format: Some(format),
+                            ..Default::default()
+                        };
+                        let held: Vec<String> =
+                            base.judgments.iter().map(|j| j.id.clone()).collect();
+                        output.comparisons.extend(crate::comparisons::paired_rows(
+                            &key,
+                            &held,
+                            &base_beliefs,
+                            &judged,
+                            study.config.bootstrap_resamples,
+                            study.seed_for(&format!(
+                                "paired:{}:{domain}:behavioral:{format}:{k}",
+                                model.name
+                            )),
+                        )?);
+                    }
                     for unit in rest.iter().filter(|u| u.draw == Draw::Main) {
                         let label = format!(
                             "behavioral {format} k={k} {} {}",

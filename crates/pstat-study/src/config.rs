@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use pstat_data::condition::Condition;
 use pstat_data::{ConditionSet, Domain, SplitConfig};
 use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
+use pstat_stability::Bootstrap;
 use pstat_tables::{Baseline, Probe, PromptFormat};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -84,7 +85,7 @@ impl Representational {
         }
     }
 
-    fn sawmil_params(&self, seed: u64) -> SawMilParams {
+    pub(crate) fn sawmil_params(&self, seed: u64) -> SawMilParams {
         SawMilParams {
             c: self.sawmil_c,
             seed,
@@ -107,9 +108,10 @@ pub struct Behavioral {
     pub resamples: usize,
     /// Also score draw 0's statements in a permuted order (noise floor of the judgment).
     pub shuffle_control: bool,
-    /// When a condition has fewer than K training statements (city Fictional under the
-    /// exclusive split), use them all and record it in the unit's context file; `false` makes
-    /// it an error instead.
+    /// When a condition has fewer than K training statements, use them all, record it in the
+    /// unit's context file and flag the row (`short_context` in stability.csv); off (the
+    /// default), a short context is an error before anything is scored. The stratified split
+    /// gives every paper condition at least 100 training statements in every domain.
     pub allow_fewer: bool,
     /// Score on an OpenAI-compatible completions server instead of in-process.
     pub backend: Option<String>,
@@ -236,7 +238,7 @@ impl Default for Behavioral {
             formats: Formats::Auto,
             resamples: 0,
             shuffle_control: false,
-            allow_fewer: true,
+            allow_fewer: false,
             backend: None,
         }
     }
@@ -274,8 +276,9 @@ impl RunConfig {
     }
 
     /// The documented `--quick` preset: the first model only, 600 training statements and 100
-    /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL only with
-    /// C = 0.1 (no CV search), the empty baseline and the plain prompt format.
+    /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL with
+    /// C = 0.1 (no CV search) and Mass-Mean (seconds), the empty baseline and the plain prompt
+    /// format.
     pub fn quick(mut self) -> Self {
         self.models.truncate(1);
         self.test_limit = Some(100);
@@ -288,14 +291,16 @@ impl RunConfig {
         // the quick look uses the plain prompt, where its baseline believes most True statements.
         self.behavioral.formats = Formats::Listed(vec![PromptFormat::Plain]);
         self.representational.layer_offsets = vec![0];
-        self.representational.probes = vec![Probe::Sawmil];
-        self.representational.mass_mean_layer_offsets = vec![];
+        self.representational.probes = vec![Probe::Sawmil, Probe::MassMean];
+        self.representational.mass_mean_layer_offsets = vec![0];
         self.bootstrap_resamples = 200;
         self.familiarity.distance_pairs = 1000;
         self.familiarity.statements_per_kind = 30;
         self
     }
 
+    /// Every check a run needs before it loads a model, so a bad value fails at once with the
+    /// field's name instead of after hours of work.
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.models.is_empty() {
             bail!("`models` is empty");
@@ -303,6 +308,38 @@ impl RunConfig {
         if self.domains.is_empty() {
             bail!("`domains` is empty");
         }
+        if let Some(model) = first_duplicate(&self.models) {
+            bail!("`models` lists `{model}` twice");
+        }
+        if let Some(domain) = first_duplicate(&self.domains) {
+            bail!("`domains` lists `{domain}` twice");
+        }
+        for (field, limit) in [
+            ("test_limit", self.test_limit),
+            ("train_limit", self.train_limit),
+            (
+                "representational.selection_statements",
+                Some(self.representational.selection_statements),
+            ),
+            (
+                "representational.veracity_layer",
+                self.representational.veracity_layer,
+            ),
+        ] {
+            if limit == Some(0) {
+                bail!("`{field}` must be at least 1");
+            }
+        }
+        self.representational
+            .sawmil_params(self.seed)
+            .validate()
+            .context("representational.sawmil_c")?;
+        Bootstrap {
+            resamples: self.bootstrap_resamples,
+            seed: self.seed,
+        }
+        .validate()?;
+        self.split_config().validate().context("[splits]")?;
         if self.representational.probes.contains(&Probe::Prompt) {
             bail!(
                 "representational.probes: `prompt` is the behavioral judgment (expected sawmil or mass_mean)"
@@ -339,6 +376,15 @@ impl RunConfig {
     }
 }
 
+/// The first value listed twice, if any.
+fn first_duplicate<T: PartialEq>(values: &[T]) -> Option<&T> {
+    values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| values[..*i].contains(v))
+        .map(|(_, v)| v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,6 +394,10 @@ mod tests {
         let c = RunConfig::default();
         assert_eq!(c.behavioral.k, [100]);
         assert_eq!(c.behavioral.formats, Formats::Auto);
+        assert!(
+            !c.behavioral.allow_fewer,
+            "a short context is an error unless asked for"
+        );
         assert_eq!(c.representational.layer_offsets, [-2, -1, 0, 1, 2]);
         assert_eq!(
             c.representational.mass_mean_layer_offsets,
@@ -389,6 +439,15 @@ mod tests {
             .representational
             .sawmil_params(3);
         assert_eq!((quick.c, quick.seed), (Some(0.1), 3));
+        let quick = RunConfig::default().quick().representational;
+        assert_eq!(quick.probes, [Probe::Sawmil, Probe::MassMean]);
+        for probe in [Probe::Sawmil, Probe::MassMean] {
+            assert_eq!(
+                quick.offsets(probe),
+                [0],
+                "{probe} at the veracity layer only"
+            );
+        }
         let paper = RunConfig::default().representational.sawmil_params(3);
         assert_eq!(
             paper.c, None,
@@ -407,5 +466,41 @@ mod tests {
         let prompt: RunConfig =
             toml::from_str("[representational]\nprobes = [\"prompt\"]").unwrap();
         assert!(prompt.validate().is_err());
+    }
+
+    #[test]
+    fn validate_names_the_bad_field_before_any_work() {
+        let invalid = |text: &str| {
+            let config: RunConfig = toml::from_str(text).unwrap();
+            format!("{:#}", config.validate().unwrap_err())
+        };
+        let err = invalid("[representational]\nsawmil_c = 0.0");
+        assert!(
+            err.contains("sawmil_c") && err.contains("positive"),
+            "{err}"
+        );
+        assert!(invalid("[representational]\nsawmil_c = -1.0").contains("sawmil_c"));
+        assert!(invalid("test_limit = 0").contains("`test_limit` must be at least 1"));
+        assert!(invalid("train_limit = 0").contains("train_limit"));
+        assert!(
+            invalid("[representational]\nselection_statements = 0")
+                .contains("selection_statements")
+        );
+        assert!(invalid("bootstrap_resamples = 0").contains("bootstrap_resamples"));
+        let err =
+            invalid("models = [\"gemma-3-270m\", \"smollm2-135m-instruct\", \"gemma-3-270m\"]");
+        assert!(err.contains("`models` lists `gemma-3-270m` twice"), "{err}");
+        let err = invalid("domains = [\"word_definitions\", \"word_definitions\"]");
+        assert!(
+            err.contains("`domains` lists `word_definitions` twice"),
+            "{err}"
+        );
+        let err = invalid("[splits]\ntest = 0.6\ncalibration = 0.5");
+        assert!(
+            err.contains("[splits]") && err.contains("split shares"),
+            "{err}"
+        );
+        RunConfig::default().validate().unwrap();
+        RunConfig::default().quick().validate().unwrap();
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod behavioral;
 pub mod clustering;
+pub mod comparisons;
 pub mod config;
 pub mod familiarity;
 mod io;

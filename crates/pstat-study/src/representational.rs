@@ -10,9 +10,9 @@ use crate::study::Study;
 use anyhow::{Context, bail};
 use pstat_data::activations::{Activations, Precision};
 use pstat_data::artifact::{sha256_hex, write_json_atomic};
-use pstat_data::{Domain, Kind};
+use pstat_data::{Condition, Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
-use pstat_probe::{Bags, MassMeanParams, ProbeParams, TrainingSet, auc};
+use pstat_probe::{Bags, MassMeanParams, ProbeParams, TrainedProbe, TrainingSet, auc};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
 use pstat_tables::{Instantiation, LayerChoice, LayerScore, Probe};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -96,6 +96,9 @@ impl Stage for Representational {
             };
             if layer == choice.veracity_layer {
                 unit.add_retractions(study, probe, &mut handoff.retractions);
+                tables
+                    .comparisons
+                    .extend(unit.comparisons(cell, probe, layer)?);
             }
             tables.stability.extend(unit.rows);
         }
@@ -150,6 +153,45 @@ impl ProbeUnit {
                 );
             }
         }
+    }
+}
+
+impl ProbeUnit {
+    /// The paired Synthetic-vs-Fictional tests of this unit (`comparisons.csv`).
+    fn comparisons(
+        &self,
+        cell: &Cell,
+        probe: Probe,
+        layer: usize,
+    ) -> anyhow::Result<Vec<pstat_stability::ComparisonRow>> {
+        let Cell {
+            study,
+            model,
+            domain,
+        } = cell;
+        let Some(baseline) = study
+            .conditions
+            .baseline()
+            .and_then(|b| self.judgments.get(&b.name))
+        else {
+            return Ok(Vec::new());
+        };
+        let key = RowKey {
+            model: model.name.clone(),
+            domain: domain.to_string(),
+            instantiation: Instantiation::Representational,
+            probe,
+            layer: Some(layer),
+            ..RowKey::default()
+        };
+        crate::comparisons::paired_rows(
+            &key,
+            &study.held_out_true(*domain),
+            baseline,
+            &self.judgments,
+            study.config.bootstrap_resamples,
+            study.seed_for(&format!("paired:{}:{domain}:{probe}:{layer}", model.name)),
+        )
     }
 }
 
@@ -212,7 +254,15 @@ fn probe_unit(
     split.train = study.train_ids(domain);
     let seed = study.seed_for(&format!("probe:{}:{domain}:{layer}", model.name));
     let training = ConditionTraining::new(study.data(domain), &split, acts, seed)?;
-    let params = study.config.representational.probe_params(probe, seed);
+    let fit = UnitFit::new(
+        &study.config.representational,
+        study.conditions.baseline(),
+        probe,
+        &training,
+        seed,
+    )
+    .with_context(|| format!("{} {domain} {probe} layer {layer}", model.name))?;
+    write_json_atomic(&unit.join("probe.json"), &fit.record)?;
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
     progress.start(
@@ -222,7 +272,7 @@ fn probe_unit(
     let mut judgments: HashMap<String, Judgments> = HashMap::new();
     let mut failures = Vec::new();
     for condition in conditions {
-        match training.fit(condition, params.as_ref()) {
+        match fit.fit(&training, condition) {
             Ok(trained) => {
                 let judged = judge(&trained, acts, &held_out)?;
                 write_jsonl(&unit.join(format!("{}.jsonl", condition.name)), &judged)?;
@@ -280,9 +330,100 @@ fn probe_unit(
             condition: condition.name.clone(),
             ..RowKey::default()
         };
-        rows.push(stability_row(key, &cmp, bootstrap));
+        rows.push(StabilityRow {
+            c: fit.record.c,
+            ..stability_row(key, &cmp, bootstrap)
+        });
     }
     Ok(ProbeUnit { rows, judgments })
+}
+
+/// How one probe unit fits every Θ. sAwMIL's C is chosen once, by the CV search on the
+/// baseline's labels, and held fixed for every Θ: the paper retrains "holding hyperparameters
+/// fixed", so that a perturbed probe differs from the baseline one only through the relabelling.
+struct UnitFit {
+    params: Box<dyn ProbeParams>,
+    /// The baseline probe the search already fit, reused rather than fit twice.
+    baseline: Option<TrainedProbe>,
+    record: UnitRecord,
+}
+
+/// `<unit>/probe.json`: the C every Θ of the unit was fit with, and how it was chosen.
+#[derive(Debug, serde::Serialize)]
+struct UnitRecord {
+    probe: Probe,
+    /// sAwMIL's C (none for Mass-Mean).
+    c: Option<f64>,
+    /// `config` (fixed in the run config) or `cv_baseline` (the CV search on Θ0's labels).
+    c_source: Option<String>,
+    /// Mean CV average precision per C of the grid (undefined where the C was skipped).
+    cv_scores: Vec<(f64, Option<f64>)>,
+    /// Training bags per kind, shared by every Θ.
+    kind_counts: Vec<(Kind, usize)>,
+}
+
+impl UnitFit {
+    fn new(
+        cfg: &crate::config::Representational,
+        baseline: Option<&Condition>,
+        probe: Probe,
+        training: &ConditionTraining,
+        seed: u64,
+    ) -> anyhow::Result<Self> {
+        let mut record = UnitRecord {
+            probe,
+            c: None,
+            c_source: None,
+            cv_scores: Vec::new(),
+            kind_counts: training.kind_counts(),
+        };
+        if probe != Probe::Sawmil {
+            return Ok(UnitFit {
+                params: cfg.probe_params(probe, seed),
+                baseline: None,
+                record,
+            });
+        }
+        let params = cfg.sawmil_params(seed);
+        if let Some(c) = params.c {
+            record.c = Some(c);
+            record.c_source = Some("config".into());
+            return Ok(UnitFit {
+                params: Box::new(params),
+                baseline: None,
+                record,
+            });
+        }
+        let baseline = baseline.context("the condition set has no baseline to choose C on")?;
+        let report = params
+            .fit_report(&training.training_set(baseline)?)
+            .context("the baseline probe could not be fit")?;
+        let c = report.probe.c.context("a sAwMIL fit records its C")?;
+        record.c = Some(c);
+        record.c_source = Some("cv_baseline".into());
+        record.cv_scores = report
+            .search
+            .iter()
+            .flat_map(|s| &s.scores)
+            .map(|s| (s.c, s.degenerate.is_none().then_some(s.mean)))
+            .collect();
+        Ok(UnitFit {
+            params: Box::new(params.with_c(c)),
+            baseline: Some(report.probe),
+            record,
+        })
+    }
+
+    fn fit(
+        &self,
+        training: &ConditionTraining,
+        condition: &Condition,
+    ) -> pstat_probe::Result<TrainedProbe> {
+        match &self.baseline {
+            Some(probe) if condition.is_baseline() => Ok(probe.clone()),
+            _ => training.fit(condition, self.params.as_ref()),
+        }
+    }
 }
 
 /// The layer that best separates True from Not True: a last-token Mass-Mean baseline probe fit
@@ -498,4 +639,101 @@ fn cache_dir() -> anyhow::Result<PathBuf> {
         .parent()
         .unwrap_or(models.dir())
         .join("activations"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pstat_data::{ConditionSet, Dataset, SplitAssignment, Statement};
+
+    /// A toy domain of 160 statements of four tokens in 4 dimensions: uniform noise around a
+    /// quadrant of the first two features per kind; all of it is training data.
+    fn toy() -> (Dataset, SplitAssignment, Activations) {
+        use rand::{Rng, SeedableRng};
+        let kinds = [Kind::True, Kind::False, Kind::FictionalT, Kind::SyntheticTf];
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let mut statements = Vec::new();
+        let mut acts = Activations::new(4);
+        for i in 0..160 {
+            let kind = kinds[i % 4];
+            let id = format!("toy:{i}");
+            // Each kind sits in its own quadrant of the first two features.
+            let (f0, f1) = match kind {
+                Kind::True => (3.0, 3.0),
+                Kind::FictionalT => (3.0, -3.0),
+                Kind::False => (-3.0, -3.0),
+                _ => (-3.0, 3.0),
+            };
+            let rows: Vec<f32> = (0..16)
+                .map(|j| {
+                    let shift = [f0, f1, 0.0, 0.0][j % 4];
+                    rng.random_range(-0.5f32..0.5) + shift
+                })
+                .collect();
+            acts.push(&id, &[1, 2, 3, 4], &rows);
+            statements.push(Statement {
+                id,
+                domain: Domain::CityLocations,
+                relation: "r".into(),
+                text: String::new(),
+                subject: format!("s{i}"),
+                object: format!("o{i}"),
+                negated: false,
+                kind,
+                provenance: String::new(),
+                source: String::new(),
+            });
+        }
+        let split = SplitAssignment {
+            domain: Domain::CityLocations,
+            config: Default::default(),
+            data_hash: String::new(),
+            families: vec![],
+            train: statements.iter().map(|s| s.id.clone()).collect(),
+            calibration: vec![],
+            test: vec![],
+        };
+        let data = Dataset {
+            domain: Domain::CityLocations,
+            statements,
+            data_hash: String::new(),
+        };
+        (data, split, acts)
+    }
+
+    #[test]
+    fn the_unit_records_its_c_and_where_it_came_from() {
+        let (data, split, acts) = toy();
+        let training = ConditionTraining::new(&data, &split, &acts, 5).unwrap();
+        let conditions = ConditionSet::paper();
+        let cfg = crate::config::Representational::default();
+        let fixed = crate::config::Representational {
+            sawmil_c: Some(0.5),
+            ..cfg.clone()
+        };
+        let fit = UnitFit::new(&fixed, None, Probe::Sawmil, &training, 5).unwrap();
+        assert_eq!(
+            (fit.record.c, fit.record.c_source.as_deref()),
+            (Some(0.5), Some("config"))
+        );
+        assert!(fit.baseline.is_none());
+        let err = UnitFit::new(&cfg, None, Probe::Sawmil, &training, 5)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("no baseline to choose C on"), "{err}");
+        let mass_mean =
+            UnitFit::new(&cfg, conditions.baseline(), Probe::MassMean, &training, 5).unwrap();
+        assert_eq!(
+            (mass_mean.record.c, mass_mean.record.c_source.as_deref()),
+            (None, None)
+        );
+        for condition in &conditions.conditions {
+            assert!(
+                mass_mean.fit(&training, condition).is_ok(),
+                "{}",
+                condition.name
+            );
+        }
+    }
 }

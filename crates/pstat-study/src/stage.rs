@@ -11,9 +11,9 @@ use pstat_data::Domain;
 use pstat_data::activations::Activations;
 use pstat_stability::Judgments;
 use pstat_tables::{
-    AnswerRow, ClusterRow, ConditionTitle, DECISIONS_FILE, Decisions, DistanceRow, FamiliarityRow,
-    FormatDecision, LAYERS_FILE, LayerChoice, ResampleRow, StabilityRow, Table, ThemeRow,
-    write_json, write_table,
+    AnswerRow, ClusterRow, ComparisonRow, ConditionTitle, DECISIONS_FILE, Decisions, DistanceRow,
+    FamiliarityRow, FormatDecision, LAYERS_FILE, LayerChoice, ResampleRow, StabilityRow, Table,
+    ThemeRow, write_json, write_table,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -95,6 +95,8 @@ pub const STAGES: [&dyn Stage; 4] = [
 #[derive(Default)]
 pub struct Tables {
     pub stability: Vec<StabilityRow>,
+    /// Paired Synthetic-vs-Fictional tests, before Holm's correction over the run.
+    pub comparisons: Vec<ComparisonRow>,
     pub layers: Vec<LayerChoice>,
     pub familiarity: Vec<FamiliarityRow>,
     pub distances: Vec<DistanceRow>,
@@ -112,6 +114,9 @@ impl Tables {
         let out = &study.out;
         write_table(out, &self.stability)?;
         write_json(&out.join("stability.json"), &self.stability)?;
+        let mut comparisons = self.comparisons.clone();
+        pstat_stability::adjust_holm(&mut comparisons);
+        write_table(out, &comparisons)?;
         write_json(&out.join(LAYERS_FILE), &self.layers)?;
         write_table(out, &self.familiarity)?;
         write_table(out, &self.distances)?;
@@ -138,6 +143,7 @@ impl Tables {
         write_json(&out.join(DECISIONS_FILE), &decisions)?;
         for path in [
             StabilityRow::FILE,
+            ComparisonRow::FILE,
             FamiliarityRow::FILE,
             DistanceRow::FILE,
             LAYERS_FILE,

@@ -64,13 +64,16 @@ key_enum!(
 );
 
 key_enum!(
-    /// What judges a statement: a retrained probe, or the model's answer to the prompt.
+    /// What judges a statement: a retrained probe, or the model's answer to the prompt. The
+    /// default exists only so that a [`crate::StabilityRow`] can be built field by field.
+    #[derive(Default)]
     Probe, "probe", {
         /// The difference-of-class-means direction (Appendix J).
         MassMean = "mass_mean",
         /// The behavioral judgment (the model's answer).
         Prompt = "prompt",
         /// The paper's sparse-aware multiple-instance SVM.
+        #[default]
         Sawmil = "sawmil",
     }
 );
@@ -100,12 +103,6 @@ key_enum!(
 impl Default for Instantiation {
     fn default() -> Self {
         Instantiation::Representational
-    }
-}
-
-impl Default for Probe {
-    fn default() -> Self {
-        Probe::Sawmil
     }
 }
 

@@ -6,6 +6,7 @@
 //! | file                        | type                  |
 //! |-----------------------------|-----------------------|
 //! | `stability.csv`             | [`StabilityRow`]      |
+//! | `comparisons.csv`           | [`ComparisonRow`]     |
 //! | `answers.csv`               | [`AnswerRow`]         |
 //! | `resamples.csv`             | [`ResampleRow`]       |
 //! | `familiarity.csv`           | [`FamiliarityRow`]    |

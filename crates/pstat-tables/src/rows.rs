@@ -35,6 +35,18 @@ pub struct StabilityRow {
     pub expansion_rate_hi: Option<f64>,
     /// `small_baseline` when the baseline holds too few True beliefs for a meaningful rate.
     pub flag: Option<String>,
+    /// sAwMIL's C, the same for every Θ of a (model, domain, layer): chosen by the CV search
+    /// on the baseline's labels or fixed in the config. Empty for Mass-Mean and behavioral rows.
+    /// Columns after `flag` are appended, so readers of older tables keep working.
+    #[serde(default)]
+    pub c: Option<f64>,
+    /// Statements actually in Θ's belief context (behavioral rows; empty otherwise).
+    #[serde(default)]
+    pub context_size: Option<usize>,
+    /// The context holds fewer than the `k` it was asked for (only with `allow_fewer`): the
+    /// rate is not a K-statement rate. Empty where there is no context.
+    #[serde(default)]
+    pub short_context: Option<bool>,
 }
 
 /// The identifying columns of a [`StabilityRow`], apart from the measured values.
@@ -70,7 +82,7 @@ impl StabilityRow {
 }
 
 /// The columns of `stability.csv`, in order.
-pub const STABILITY_COLUMNS: [&str; 21] = [
+pub const STABILITY_COLUMNS: [&str; 24] = [
     "model",
     "domain",
     "instantiation",
@@ -92,6 +104,9 @@ pub const STABILITY_COLUMNS: [&str; 21] = [
     "expansion_rate_lo",
     "expansion_rate_hi",
     "flag",
+    "c",
+    "context_size",
+    "short_context",
 ];
 
 fn opt<T: ToString>(v: &Option<T>) -> String {
@@ -113,6 +128,79 @@ impl Table for StabilityRow {
             &opt(&self.layer),
             &self.condition,
             &opt(&self.resample),
+        ])
+    }
+}
+
+/// One row of `comparisons.csv`: a paired comparison ρ_R(Θa) − ρ_R(Θb) of two perturbations of
+/// one (model, domain, instantiation, probe, k, baseline, format, layer), measured on the same
+/// baseline-True statements, with its bootstrap interval and p-value, Holm-corrected over
+/// every row of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonRow {
+    pub model: String,
+    pub domain: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
+    pub k: Option<usize>,
+    pub baseline: Option<Baseline>,
+    pub format: Option<PromptFormat>,
+    pub layer: Option<usize>,
+    pub condition_a: String,
+    pub condition_b: String,
+    pub n_baseline_true: usize,
+    pub retraction_rate_a: f64,
+    pub retraction_rate_b: f64,
+    /// ρ_R(Θa) − ρ_R(Θb).
+    pub difference: f64,
+    pub difference_lo: f64,
+    pub difference_hi: f64,
+    /// Two-sided bootstrap p-value of a zero difference (uncorrected).
+    pub p_value: f64,
+    /// Holm-adjusted over every row of the run's table.
+    pub p_holm: f64,
+    /// `p_holm` below the stated level (5%).
+    pub significant: bool,
+}
+
+/// The columns of `comparisons.csv`, in order.
+pub const COMPARISON_COLUMNS: [&str; 19] = [
+    "model",
+    "domain",
+    "instantiation",
+    "probe",
+    "k",
+    "baseline",
+    "format",
+    "layer",
+    "condition_a",
+    "condition_b",
+    "n_baseline_true",
+    "retraction_rate_a",
+    "retraction_rate_b",
+    "difference",
+    "difference_lo",
+    "difference_hi",
+    "p_value",
+    "p_holm",
+    "significant",
+];
+
+impl Table for ComparisonRow {
+    const FILE: &'static str = "comparisons.csv";
+    const EMPTY_HEADER: Option<&'static [&'static str]> = Some(&COMPARISON_COLUMNS);
+    fn key(&self) -> String {
+        key_of(&[
+            &self.model,
+            &self.domain,
+            self.instantiation.as_str(),
+            self.probe.as_str(),
+            &opt(&self.k),
+            &opt(&self.baseline),
+            &opt(&self.format),
+            &opt(&self.layer),
+            &self.condition_a,
+            &self.condition_b,
         ])
     }
 }
@@ -384,7 +472,10 @@ mod tests {
         write_table(dir.path(), &rows).unwrap();
         let text = std::fs::read_to_string(dir.path().join("stability.csv")).unwrap();
         assert_eq!(text.lines().next().unwrap(), STABILITY_COLUMNS.join(","));
-        assert!(text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,\n"), "{text}");
+        assert!(
+            text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,,,\n"),
+            "{text}"
+        );
         assert_eq!(read_table::<StabilityRow>(dir.path()).unwrap(), rows);
     }
 
