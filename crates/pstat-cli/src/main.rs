@@ -112,13 +112,9 @@ fn main() -> std::process::ExitCode {
 
 /// 2 for input pstat refuses by design (a tokenizer it cannot reproduce exactly), 1 otherwise.
 fn exit_code(err: &anyhow::Error) -> std::process::ExitCode {
-    let refused = err.chain().any(|e| {
-        matches!(
-            e.downcast_ref::<pstat_lm::tokenizer::TokenizerError>(),
-            Some(pstat_lm::tokenizer::TokenizerError::Unsupported(_))
-        )
-    });
-    if refused {
+    // A model that cannot be used as given (unknown name, missing part, unsupported tokenizer,
+    // architecture or type) is bad input, like a bad flag.
+    if err.chain().any(pstat_lm::is_model_input_error) {
         std::process::ExitCode::from(2)
     } else {
         std::process::ExitCode::FAILURE

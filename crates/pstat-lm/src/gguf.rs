@@ -208,6 +208,36 @@ impl GgufFile {
         &self.path
     }
 
+    /// Metadata and tensor shapes that did not come from a GGUF file: a Hugging Face folder's
+    /// config.json translated to GGUF keys (see [`crate::hf`]), so that one [`Self::config`]
+    /// reads both formats. `path` names the file the values came from; tensors are not readable.
+    pub fn from_metadata(
+        path: PathBuf,
+        metadata: HashMap<String, Value>,
+        tensor_dims: HashMap<String, Vec<usize>>,
+    ) -> Self {
+        let tensor_infos = tensor_dims
+            .into_iter()
+            .map(|(name, dims)| {
+                let info = candle_core::quantized::gguf_file::TensorInfo {
+                    ggml_dtype: candle_core::quantized::GgmlDType::F32,
+                    shape: dims.into(),
+                    offset: 0,
+                };
+                (name, info)
+            })
+            .collect();
+        Self {
+            path,
+            content: Content {
+                magic: candle_core::quantized::gguf_file::VersionedMagic::GgufV3,
+                metadata,
+                tensor_infos,
+                tensor_data_offset: 0,
+            },
+        }
+    }
+
     /// All metadata key/value pairs, as candle parsed them.
     pub fn metadata(&self) -> &HashMap<String, Value> {
         &self.content.metadata

@@ -22,8 +22,9 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct PromptArgs {
-    /// A registry model name (`pstat models list`) or a path to a GGUF file. With --backend it
-    /// supplies the tokenizer and chat template and must be the model the server runs.
+    /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder. With
+    /// --backend it supplies the tokenizer and chat template and must be the model the server
+    /// runs.
     #[arg(long)]
     model: String,
     /// city_locations, med_indications or word_definitions.

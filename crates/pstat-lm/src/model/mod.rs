@@ -10,6 +10,8 @@
 //! kernels.
 
 pub mod attention;
+#[cfg(target_arch = "x86_64")]
+mod dequant_avx2;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
@@ -20,18 +22,19 @@ pub mod qwen2;
 pub mod weights;
 
 use crate::gguf::{Arch, GgufError, GgufFile, ModelConfig};
+use crate::weights::{GgufTensors, SourceError, TensorSource};
 use attention::{LayerKv, Packing};
 use candle_core::Device;
 use layers::Rope;
 use ops::{Matrix, RopeTable, linear, rms_norm, soft_cap};
-use std::fs::File;
-use std::io::{BufReader, Seek, SeekFrom};
 use weights::Stored;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
     #[error("{path}: tensor `{name}`: {detail}")]
     Tensor {
         path: String,
@@ -57,24 +60,20 @@ pub enum ModelError {
     TokenOutOfRange { index: usize, id: u32, vocab: usize },
 }
 
-/// Reads tensors of one GGUF file, checking their shapes: weight matrices in their stored
-/// type, vectors (norms, biases) as f32.
+/// Reads tensors of a [`TensorSource`] (a GGUF file or a Hugging Face folder), checking their
+/// shapes: weight matrices in their stored type, vectors (norms, biases) as f32.
 pub struct Loader<'a> {
-    file: &'a GgufFile,
-    reader: BufReader<File>,
+    source: &'a mut dyn TensorSource,
 }
 
 impl<'a> Loader<'a> {
-    pub fn new(file: &'a GgufFile) -> Result<Self, ModelError> {
-        Ok(Self {
-            file,
-            reader: file.reader()?,
-        })
+    pub fn new(source: &'a mut dyn TensorSource) -> Self {
+        Self { source }
     }
 
     fn tensor_error(&self, name: &str, detail: String) -> ModelError {
         ModelError::Tensor {
-            path: self.file.path().display().to_string(),
+            path: self.source.origin(name),
             name: name.to_string(),
             detail,
         }
@@ -82,9 +81,7 @@ impl<'a> Loader<'a> {
 
     /// Tensor `name` as f32, with its expected dimensions (outermost first).
     fn read(&mut self, name: &str, dims: &[usize]) -> Result<Vec<f32>, ModelError> {
-        let tensor = self
-            .file
-            .tensor_with(&mut self.reader, name, &Device::Cpu)?;
+        let tensor = self.source.tensor(name)?;
         if tensor.shape().dims() != dims {
             let found = tensor.shape().dims().to_vec();
             return Err(self.tensor_error(name, format!("shape {found:?}, expected {dims:?}")));
@@ -98,41 +95,35 @@ impl<'a> Loader<'a> {
 
     /// A weight matrix stored `rows × cols` (ggml: `[cols, rows]`), kept in its stored type.
     pub fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
-        let content = self.file.content();
-        let info = content
-            .tensor_infos
-            .get(name)
-            .ok_or_else(|| GgufError::MissingTensor {
-                path: self.file.path().to_path_buf(),
-                name: name.to_string(),
-            })?;
-        if info.shape.dims() != [rows, cols] {
-            let found = info.shape.dims().to_vec();
-            return Err(self.tensor_error(
-                name,
-                format!("shape {found:?}, expected {:?}", [rows, cols]),
-            ));
+        let origin = self.source.origin(name);
+        let error = |detail: String| ModelError::Tensor {
+            path: origin.clone(),
+            name: name.to_string(),
+            detail,
+        };
+        let raw = self.source.raw(name)?;
+        if raw.dims != [rows, cols] {
+            let found = raw.dims.clone();
+            return Err(error(format!(
+                "shape {found:?}, expected {:?}",
+                [rows, cols]
+            )));
         }
-        let dtype = info.ggml_dtype;
+        let dtype = raw.dtype;
         if !cols.is_multiple_of(dtype.block_size()) {
-            return Err(self.tensor_error(
-                name,
-                format!("rows of {cols} elements are not whole {dtype:?} blocks"),
-            ));
+            return Err(error(format!(
+                "rows of {cols} elements are not whole {dtype:?} blocks"
+            )));
         }
-        let start = content.tensor_data_offset + info.offset;
-        let stored = self
-            .reader
-            .seek(SeekFrom::Start(start))
-            .and_then(|_| Stored::read(&mut self.reader, dtype, rows * cols))
-            .map_err(|e| self.tensor_error(name, format!("cannot read: {e}")))?
+        let mut data = raw.data;
+        let stored = Stored::read(&mut data, dtype, rows * cols)
+            .map_err(|e| error(format!("cannot read: {e}")))?
             .ok_or_else(|| {
-                self.tensor_error(
-                    name,
-                    format!("tensor type {dtype:?} is not supported for weight matrices"),
-                )
+                error(format!(
+                    "tensor type {dtype:?} is not supported for weight matrices"
+                ))
             })?;
-        Matrix::from_stored(rows, cols, stored).map_err(|detail| self.tensor_error(name, detail))
+        Matrix::from_stored(rows, cols, stored).map_err(error)
     }
 
     pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
@@ -270,8 +261,15 @@ pub struct Model {
 
 impl Model {
     pub fn load(file: &GgufFile) -> Result<Self, ModelError> {
-        let config = file.config()?;
-        let mut loader = Loader::new(file)?;
+        Self::load_from(file.config()?, &mut GgufTensors::new(file)?)
+    }
+
+    /// A decoder of shape `config` with the tensors of `source` (GGUF names).
+    pub fn load_from(
+        config: ModelConfig,
+        source: &mut dyn TensorSource,
+    ) -> Result<Self, ModelError> {
+        let mut loader = Loader::new(source);
         let (vocab, hidden) = (config.vocab_size, config.hidden);
         let embeddings = loader.matrix("token_embd.weight", vocab, hidden)?;
         let lm_head = if config.tied_embeddings {
