@@ -1,5 +1,5 @@
 //! The forward pass of every supported architecture against llama.cpp. Tiny random-weight
-//! models of each family with its real vocabulary (tools/fixtures/tiny_models.py; `.ci/run`
+//! models of each family with its real vocabulary (tools/fixtures/tiny_models.py; scripts/test
 //! builds them into `$PSTAT_TINY_MODELS`), each stored in F32, Q8_0 and Q4_K; the fixtures hold
 //! llama.cpp's log-probabilities (F32 compute, f32 KV cache) at up to four positions of 50
 //! prompts of real token ids per model, most prompts longer than the sliding window where the
