@@ -10,6 +10,7 @@ pub mod clustering;
 pub mod config;
 pub mod familiarity;
 mod io;
+pub mod lock;
 pub mod model;
 pub mod progress;
 pub mod representational;
@@ -17,6 +18,7 @@ pub mod stage;
 pub mod study;
 
 pub use config::RunConfig;
+pub use lock::RunLock;
 pub use model::LoadedModel;
 pub use progress::{Progress, Silent};
 pub use stage::{Cell, Handoff, STAGES, Stage, Tables};
@@ -27,9 +29,12 @@ use pstat_data::artifact::{write_atomic, write_json_atomic};
 use std::path::Path;
 
 /// Runs the stages `config` enables into `out`, then builds the report. Rerunning with the
-/// same config continues where a run stopped; another config into the same folder is refused.
+/// same config continues where a run stopped; another config into the same folder is refused,
+/// and so is a second run into a folder while one is running ([`RunLock`]).
 pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> anyhow::Result<()> {
     config.validate()?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let _lock = RunLock::acquire(out)?;
     guard_config(out, &config)?;
 
     progress.stage("data and splits");
