@@ -88,10 +88,14 @@ fn guard_config(out: &Path, config: &RunConfig) -> anyhow::Result<()> {
         return Ok(());
     }
     write_atomic(&path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    let build = pstat_data::artifact::build();
     write_json_atomic(
         &out.join("manifest.json"),
         &serde_json::json!({
             "pstat_version": env!("CARGO_PKG_VERSION"),
+            "git_commit": build.commit,
+            "git_dirty": build.dirty,
+            "threads": build.threads,
             "config_hash": config.hash(),
             "seed": config.seed,
         }),
