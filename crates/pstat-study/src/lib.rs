@@ -36,6 +36,7 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let _lock = RunLock::acquire(out)?;
     guard_config(out, &config)?;
+    progress.note(&plan(&config));
 
     progress.stage("data and splits");
     let study = Study::open(config, out)?;
@@ -69,6 +70,23 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
     }
     progress.note(&format!("report: {}", out.join("report.html").display()));
     Ok(())
+}
+
+/// What the run will do, before it starts: every (model, domain) runs the enabled stages.
+fn plan(config: &RunConfig) -> String {
+    let stages: Vec<&str> = STAGES
+        .iter()
+        .filter(|s| s.enabled(config))
+        .map(|s| s.name())
+        .collect();
+    format!(
+        "plan: {} model(s) × {} domain(s) = {} cells, each running {} ({} stage runs)",
+        config.models.len(),
+        config.domains.len(),
+        config.models.len() * config.domains.len(),
+        stages.join(", "),
+        config.models.len() * config.domains.len() * stages.len()
+    )
 }
 
 /// A run folder belongs to one config: continuing it with another would mix results.
