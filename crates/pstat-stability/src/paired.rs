@@ -13,6 +13,7 @@
 
 use crate::belief::{BeliefComparison, Bootstrap, StabilityError, percentile};
 use pstat_data::artifact::write_atomic;
+use pstat_tables::{Baseline, Instantiation, Probe, PromptFormat};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -111,11 +112,11 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
 pub struct ComparisonRow {
     pub model: String,
     pub domain: String,
-    pub instantiation: String,
-    pub probe: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
     pub k: Option<usize>,
-    pub baseline: Option<String>,
-    pub format: Option<String>,
+    pub baseline: Option<Baseline>,
+    pub format: Option<PromptFormat>,
     pub layer: Option<usize>,
     pub condition_a: String,
     pub condition_b: String,
@@ -144,11 +145,11 @@ impl ComparisonRow {
         ComparisonRow {
             model: key.model.clone(),
             domain: key.domain.clone(),
-            instantiation: key.instantiation.to_string(),
-            probe: key.probe.to_string(),
+            instantiation: key.instantiation,
+            probe: key.probe,
             k: key.k,
-            baseline: key.baseline.map(|b| b.to_string()),
-            format: key.format.map(|f| f.to_string()),
+            baseline: key.baseline,
+            format: key.format,
             layer: key.layer,
             condition_a: condition_a.to_string(),
             condition_b: condition_b.to_string(),
@@ -256,11 +257,11 @@ fn ln_factorial(n: usize) -> f64 {
 /// A sign test of one comparison across the (model, domain) cells of a table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SignTestRow {
-    pub instantiation: String,
-    pub probe: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
     pub k: Option<usize>,
-    pub baseline: Option<String>,
-    pub format: Option<String>,
+    pub baseline: Option<Baseline>,
+    pub format: Option<PromptFormat>,
     pub condition_a: String,
     pub condition_b: String,
     /// (model, domain) cells with this comparison.
@@ -275,22 +276,22 @@ pub struct SignTestRow {
 /// models) and run the sign test over each group's differences.
 pub fn sign_tests_across_models(rows: &[ComparisonRow]) -> Vec<SignTestRow> {
     type Key = (
-        String,
-        String,
+        Instantiation,
+        Probe,
         Option<usize>,
-        Option<String>,
-        Option<String>,
+        Option<Baseline>,
+        Option<PromptFormat>,
         String,
         String,
     );
     let mut groups: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     for r in rows {
         let key = (
-            r.instantiation.clone(),
-            r.probe.clone(),
+            r.instantiation,
+            r.probe,
             r.k,
-            r.baseline.clone(),
-            r.format.clone(),
+            r.baseline,
+            r.format,
             r.condition_a.clone(),
             r.condition_b.clone(),
         );
@@ -445,11 +446,11 @@ mod tests {
         let key = |model: &str, domain: &str| crate::table::RowKey {
             model: model.into(),
             domain: domain.into(),
-            instantiation: "behavioral".into(),
-            probe: "prompt".into(),
+            instantiation: pstat_tables::Instantiation::Behavioral,
+            probe: pstat_tables::Probe::Prompt,
             k: Some(100),
-            baseline: Some("empty".into()),
-            format: Some("chat".into()),
+            baseline: Some(pstat_tables::Baseline::Empty),
+            format: Some(pstat_tables::PromptFormat::Chat),
             ..Default::default()
         };
         let mut rows = Vec::new();
