@@ -1,13 +1,68 @@
-//! The terminal face of a run's progress: a bar per unit of work (indicatif) and stage
-//! headings with the time since the command started, all on stderr (stdout carries
-//! machine-readable output).
+//! The faces of a run's progress, on stderr (stdout carries machine-readable output): bars
+//! (indicatif) on a terminal, plain lines anywhere else (nohup, Slurm, CI), where bars draw
+//! nothing. Both keep `run.log` in the out folder: every line with its UTC time.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use std::time::Instant;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How much a run says on stderr; `run.log` always gets every line.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verbosity {
+    /// Stage headings and notes only.
+    Quiet,
+    /// Plus a line per finished unit and a status line at most every 30 s.
+    Normal,
+    /// Status lines at most every 5 s.
+    Verbose,
+}
+
+/// `<out>/run.log`, opened on the first line: the run creates and locks the folder before it
+/// reports anything, so a refused run never writes into another run's log.
+pub struct RunLog {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl RunLog {
+    pub fn new(out: &Path) -> Self {
+        RunLog {
+            path: out.join("run.log"),
+            file: None,
+        }
+    }
+
+    /// Appends `line` with its time, flushed at once so a killed run's log is complete.
+    fn line(&mut self, line: &str) {
+        if self.file.is_none() {
+            self.file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)
+                .map_err(|e| eprintln!("warning: {}: {e}", self.path.display()))
+                .ok();
+        }
+        if let Some(file) = &mut self.file {
+            let stamped = format!("{} {line}\n", pstat_study::lock::utc(SystemTime::now()));
+            if let Err(e) = file.write_all(stamped.as_bytes()) {
+                eprintln!("warning: {}: {e}", self.path.display());
+                self.file = None;
+            }
+        }
+    }
+}
+
+fn clock(started: Instant) -> String {
+    let s = started.elapsed().as_secs();
+    format!("[{:02}:{:02}]", s / 60, s % 60)
+}
 
 pub struct Bars {
     bar: Option<ProgressBar>,
     started: Instant,
+    unit_started: Instant,
+    log: Option<RunLog>,
 }
 
 impl Bars {
@@ -15,6 +70,22 @@ impl Bars {
         Bars {
             bar: None,
             started: Instant::now(),
+            unit_started: Instant::now(),
+            log: None,
+        }
+    }
+
+    /// Bars that also keep `<out>/run.log`.
+    pub fn logging(out: &Path) -> Self {
+        Bars {
+            log: Some(RunLog::new(out)),
+            ..Bars::new()
+        }
+    }
+
+    fn log(&mut self, line: &str) {
+        if let Some(log) = &mut self.log {
+            log.line(line);
         }
     }
 }
@@ -29,6 +100,7 @@ impl pstat_prompt::Progress for Bars {
             .expect("valid template"),
         );
         self.bar = Some(bar);
+        self.unit_started = Instant::now();
     }
     fn advance(&mut self, n: usize) {
         if let Some(bar) = &self.bar {
@@ -37,8 +109,11 @@ impl pstat_prompt::Progress for Bars {
     }
     fn finish(&mut self, resumed: bool) {
         if let Some(bar) = self.bar.take() {
+            let n = bar.length().unwrap_or(0) as usize;
+            let line = unit_line(&bar.message(), n, resumed, self.unit_started.elapsed());
+            self.log(&line);
             if resumed {
-                bar.set_position(bar.length().unwrap_or(0));
+                bar.set_position(n as u64);
                 bar.finish_with_message(format!("{} (stored)", bar.message()));
             } else {
                 bar.finish_and_clear();
@@ -49,13 +124,239 @@ impl pstat_prompt::Progress for Bars {
 
 impl pstat_study::Progress for Bars {
     fn stage(&mut self, name: &str) {
-        let elapsed = self.started.elapsed().as_secs();
-        eprintln!("== [{:02}:{:02}] {name}", elapsed / 60, elapsed % 60);
+        let line = format!("== {} {name}", clock(self.started));
+        eprintln!("{line}");
+        self.log(&line);
     }
     fn note(&mut self, message: &str) {
         match &self.bar {
             Some(bar) => bar.suspend(|| eprintln!("{message}")),
             None => eprintln!("{message}"),
         }
+        self.log(message);
+    }
+}
+
+/// The line of a finished unit: its items, time and rate.
+fn unit_line(unit: &str, n: usize, resumed: bool, took: Duration) -> String {
+    if resumed {
+        format!("done {unit}: {n} items (stored)")
+    } else {
+        format!(
+            "done {unit}: {n} items in {}, {}",
+            duration(took),
+            rate(n, took)
+        )
+    }
+}
+
+/// The status line of a unit in flight: items done of n, its rate, and when it will end at
+/// that rate; `units_done` counts the units finished before it.
+fn status_line(unit: &str, done: usize, n: usize, took: Duration, units_done: usize) -> String {
+    let eta = if done == 0 {
+        "unknown".to_string()
+    } else {
+        duration(took.mul_f64((n.saturating_sub(done)) as f64 / done as f64))
+    };
+    format!(
+        "{unit}: {done}/{n} items, {}, unit ETA {eta}; {units_done} units done",
+        rate(done, took)
+    )
+}
+
+fn rate(items: usize, took: Duration) -> String {
+    let secs = took.as_secs_f64();
+    if secs <= 0.0 {
+        return "rate unknown".to_string();
+    }
+    let per_second = items as f64 / secs;
+    if per_second >= 1.0 {
+        format!("{per_second:.1} items/s")
+    } else {
+        format!("{:.1} s/item", secs / items.max(1) as f64)
+    }
+}
+
+/// `1h02m03s`, `2m03s` or `3s`.
+fn duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
+/// Plain lines for a stderr that is not a terminal: a line per stage, per note, per finished
+/// unit, and a status line at most every 30 s (5 s verbose) while a unit runs.
+pub struct Lines<W: Write, C: FnMut() -> Duration> {
+    out: W,
+    log: Option<RunLog>,
+    /// Time since the run started (injected so tests control it).
+    now: C,
+    verbosity: Verbosity,
+    unit: Option<(String, usize, usize, Duration)>,
+    last_status: Duration,
+    units_done: usize,
+}
+
+impl Lines<std::io::Stderr, Box<dyn FnMut() -> Duration>> {
+    pub fn stderr(out: &Path, verbosity: Verbosity) -> Self {
+        let started = Instant::now();
+        Lines::new(
+            std::io::stderr(),
+            Some(RunLog::new(out)),
+            Box::new(move || started.elapsed()),
+            verbosity,
+        )
+    }
+}
+
+impl<W: Write, C: FnMut() -> Duration> Lines<W, C> {
+    pub fn new(out: W, log: Option<RunLog>, now: C, verbosity: Verbosity) -> Self {
+        Lines {
+            out,
+            log,
+            now,
+            verbosity,
+            unit: None,
+            last_status: Duration::ZERO,
+            units_done: 0,
+        }
+    }
+
+    fn emit(&mut self, line: &str, level: Verbosity) {
+        let at = (self.now)();
+        if self.verbosity >= level {
+            let s = at.as_secs();
+            // A failed write to stderr is not worth stopping a run for.
+            let _ = writeln!(self.out, "[{:02}:{:02}] {line}", s / 60, s % 60);
+        }
+        if let Some(log) = &mut self.log {
+            log.line(line);
+        }
+    }
+
+    fn interval(&self) -> Duration {
+        match self.verbosity {
+            Verbosity::Verbose => Duration::from_secs(5),
+            _ => Duration::from_secs(30),
+        }
+    }
+}
+
+impl<W: Write, C: FnMut() -> Duration> pstat_prompt::Progress for Lines<W, C> {
+    fn start(&mut self, unit: &str, n: usize) {
+        let now = (self.now)();
+        self.unit = Some((unit.to_string(), n, 0, now));
+        self.last_status = now;
+    }
+    fn advance(&mut self, k: usize) {
+        let now = (self.now)();
+        let interval = self.interval();
+        let Some((unit, n, done, started)) = &mut self.unit else {
+            return;
+        };
+        *done += k;
+        if now.saturating_sub(self.last_status) >= interval {
+            let line = status_line(unit, *done, *n, now - *started, self.units_done);
+            self.last_status = now;
+            self.emit(&line, Verbosity::Normal);
+        }
+    }
+    fn finish(&mut self, resumed: bool) {
+        if let Some((unit, n, _, started)) = self.unit.take() {
+            let took = (self.now)().saturating_sub(started);
+            self.units_done += 1;
+            self.emit(&unit_line(&unit, n, resumed, took), Verbosity::Normal);
+        }
+    }
+}
+
+impl<W: Write, C: FnMut() -> Duration> pstat_study::Progress for Lines<W, C> {
+    fn stage(&mut self, name: &str) {
+        self.emit(&format!("== {name}"), Verbosity::Quiet);
+    }
+    fn note(&mut self, message: &str) {
+        self.emit(message, Verbosity::Quiet);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pstat_prompt::Progress as _;
+    use pstat_study::Progress as _;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    fn run(verbosity: Verbosity, steps: &[(u64, usize)]) -> String {
+        let t = Rc::new(Cell::new(0u64));
+        let clock = t.clone();
+        let mut out = Vec::new();
+        {
+            let mut lines = Lines::new(
+                &mut out,
+                None,
+                move || Duration::from_secs(clock.get()),
+                verbosity,
+            );
+            lines.stage("m city: representational");
+            lines.start("m city Θ1", 100);
+            for &(at, k) in steps {
+                t.set(at);
+                lines.advance(k);
+            }
+            t.set(100);
+            lines.finish(false);
+            lines.start("m city Θ2", 10);
+            lines.finish(true);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn status_lines_come_at_most_every_30_s_with_rate_and_eta() {
+        let text = run(Verbosity::Normal, &[(10, 10), (31, 10), (40, 10), (62, 10)]);
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "[00:00] == m city: representational",
+                "[00:31] m city Θ1: 20/100 items, 1.6 s/item, unit ETA 2m04s; 0 units done",
+                "[01:02] m city Θ1: 40/100 items, 1.6 s/item, unit ETA 1m33s; 0 units done",
+                "[01:40] done m city Θ1: 100 items in 1m40s, 1.0 items/s",
+                "[01:40] done m city Θ2: 10 items (stored)",
+            ]
+        );
+    }
+
+    #[test]
+    fn quiet_keeps_stages_only() {
+        let text = run(Verbosity::Quiet, &[(31, 10)]);
+        assert_eq!(text, "[00:00] == m city: representational\n");
+    }
+
+    #[test]
+    fn durations_and_rates() {
+        assert_eq!(duration(Duration::from_secs(3723)), "1h02m03s");
+        assert_eq!(duration(Duration::from_secs(59)), "59s");
+        assert_eq!(rate(30, Duration::from_secs(10)), "3.0 items/s");
+        assert_eq!(rate(0, Duration::ZERO), "rate unknown");
+    }
+
+    #[test]
+    fn run_log_appends_stamped_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = RunLog::new(dir.path());
+        log.line("first");
+        RunLog::new(dir.path()).line("second");
+        let text = std::fs::read_to_string(dir.path().join("run.log")).unwrap();
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].ends_with("Z first") && lines[1].ends_with("Z second"),
+            "{text}"
+        );
     }
 }

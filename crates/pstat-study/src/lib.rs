@@ -11,6 +11,7 @@ pub mod comparisons;
 pub mod config;
 pub mod familiarity;
 mod io;
+pub mod lock;
 pub mod model;
 pub mod progress;
 pub mod representational;
@@ -18,6 +19,7 @@ pub mod stage;
 pub mod study;
 
 pub use config::RunConfig;
+pub use lock::RunLock;
 pub use model::LoadedModel;
 pub use progress::{Progress, Silent};
 pub use stage::{Cell, Handoff, STAGES, Stage, Tables};
@@ -28,10 +30,14 @@ use pstat_data::artifact::{write_atomic, write_json_atomic};
 use std::path::Path;
 
 /// Runs the stages `config` enables into `out`, then builds the report. Rerunning with the
-/// same config continues where a run stopped; another config into the same folder is refused.
+/// same config continues where a run stopped; another config into the same folder is refused,
+/// and so is a second run into a folder while one is running ([`RunLock`]).
 pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> anyhow::Result<()> {
     config.validate()?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let _lock = RunLock::acquire(out)?;
     guard_config(out, &config)?;
+    progress.note(&plan(&config));
 
     progress.stage("data and splits");
     let study = Study::open(config, out)?;
@@ -67,6 +73,23 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
     Ok(())
 }
 
+/// What the run will do, before it starts: every (model, domain) runs the enabled stages.
+fn plan(config: &RunConfig) -> String {
+    let stages: Vec<&str> = STAGES
+        .iter()
+        .filter(|s| s.enabled(config))
+        .map(|s| s.name())
+        .collect();
+    format!(
+        "plan: {} model(s) × {} domain(s) = {} cells, each running {} ({} stage runs)",
+        config.models.len(),
+        config.domains.len(),
+        config.models.len() * config.domains.len(),
+        stages.join(", "),
+        config.models.len() * config.domains.len() * stages.len()
+    )
+}
+
 /// A run folder belongs to one config: continuing it with another would mix results.
 fn guard_config(out: &Path, config: &RunConfig) -> anyhow::Result<()> {
     let path = out.join("config.toml");
@@ -84,10 +107,14 @@ fn guard_config(out: &Path, config: &RunConfig) -> anyhow::Result<()> {
         return Ok(());
     }
     write_atomic(&path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    let build = pstat_data::artifact::build();
     write_json_atomic(
         &out.join("manifest.json"),
         &serde_json::json!({
             "pstat_version": env!("CARGO_PKG_VERSION"),
+            "git_commit": build.commit,
+            "git_dirty": build.dirty,
+            "threads": build.threads,
             "config_hash": config.hash(),
             "seed": config.seed,
         }),

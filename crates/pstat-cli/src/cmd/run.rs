@@ -1,8 +1,10 @@
 //! `pstat run`: the whole study in one resumable command (see `pstat_study::execute`).
 
+use crate::progress::{Bars, Lines, Verbosity};
 use clap::Args;
 use pstat_data::Domain;
 use pstat_study::RunConfig;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -23,6 +25,12 @@ pub struct RunArgs {
     /// Output folder; rerunning with the same config continues where a run stopped.
     #[arg(long, default_value = "results")]
     out: PathBuf,
+    /// Status lines every 5 s instead of 30 s when stderr is not a terminal.
+    #[arg(short, long, conflicts_with = "quiet")]
+    verbose: bool,
+    /// Only stage headings and notes on stderr (run.log keeps every line).
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -39,5 +47,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if !args.domains.is_empty() {
         config.domains = args.domains.clone();
     }
-    pstat_study::execute(config, &args.out, &mut crate::progress::Bars::new())
+    if std::io::stderr().is_terminal() {
+        pstat_study::execute(config, &args.out, &mut Bars::logging(&args.out))
+    } else {
+        let verbosity = match (args.quiet, args.verbose) {
+            (true, _) => Verbosity::Quiet,
+            (_, true) => Verbosity::Verbose,
+            _ => Verbosity::Normal,
+        };
+        pstat_study::execute(config, &args.out, &mut Lines::stderr(&args.out, verbosity))
+    }
 }
