@@ -1,4 +1,4 @@
-//! LM runtime benchmark (issue 4 item 8, issue 6 item 8). Prints tokens/s of
+//! LM runtime benchmark. Prints tokens/s of
 //!   (a) prefill of 512 dataset statements up to a middle layer (hidden states), and
 //!   (b) scoring 500 test statements after a shared 100-statement belief context
 //!       (P-StaT question, plain format; the context is computed once and reused),

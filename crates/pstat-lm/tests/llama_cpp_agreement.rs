@@ -1,4 +1,4 @@
-//! Exact mode against llama.cpp, the trusted reference (issue 4 item 7): the fixtures hold
+//! Exact mode against llama.cpp, the trusted reference: the fixtures hold
 //! llama.cpp's next-token log-probabilities for >= 300 P-StaT prompts per model, computed on the
 //! model re-quantized to F32 with an f32 KV cache (tools/fixtures/logprobs.py). Our f32-
 //! dequantized forward must agree on the top-1 token for >= 99.5% of prompts and on the log p of

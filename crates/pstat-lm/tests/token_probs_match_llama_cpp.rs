@@ -1,4 +1,4 @@
-//! The familiarity analysis's input against llama.cpp (issue 7 item 4): for >= 100 bundled
+//! The familiarity analysis's input against llama.cpp: for >= 100 bundled
 //! statements of every kind, read plainly (BOS + statement), our token ids equal llama.cpp's
 //! and every p(t_i | t_<i) is within 0.01 of llama.cpp's on the model re-quantized to F32 with
 //! an f32 KV cache (tools/fixtures/token_probs.py). The models are pulled through the registry.
