@@ -5,7 +5,9 @@ Reports counts and every problem that would make a pair unusable as a
 Fictional statement: wrong header, stray whitespace, empty cells, duplicate
 rows, an entity listed twice with different objects, an unknown medium, and
 (case-insensitive) collisions with the real entities of the Trilemma data
-(data/trilemma/city_locations.csv, data/trilemma/med_indications.csv).
+(data/trilemma/city_locations.csv, data/trilemma/med_indications.csv; a city or
+drug may not be an entity of any real file, words included, the rule by which
+`pstat data fictional` leaves a pair out).
 
 Usage: python3 tools/data/check_curated.py [--root REPO] [--gazetteer]
 
@@ -59,6 +61,18 @@ def real_entities(csv_path):
     return {r["object_1"].strip().lower() for r in rows}, {r["object_2"].strip().lower() for r in rows}
 
 
+REAL_FILES = ["city_locations.csv", "med_indications.csv", "word_instances.csv", "word_types.csv", "word_synonyms.csv"]
+
+
+def all_real_entities(trilemma):
+    """Lower-cased object_1 and object_2 values of every real Trilemma CSV."""
+    out = set()
+    for name in REAL_FILES:
+        subjects, objects = real_entities(trilemma / name)
+        out |= subjects | objects
+    return out
+
+
 def check_duplicates(path, rows, key, errors):
     """Exact duplicate rows, and one key mapped to several values (case-insensitive)."""
     seen_rows = Counter(tuple(r.values()) for _, r in rows)
@@ -74,7 +88,7 @@ def check_duplicates(path, rows, key, errors):
             first[k] = line_no
 
 
-def check_cities(path, real_cities, real_regions, errors, warnings):
+def check_cities(path, real_cities, real_regions, any_real, errors, warnings):
     rows = read_rows(path, CITY_HEADER, errors)
     check_duplicates(path, rows, ["city"], errors)
     fictional_regions = {r["region"].lower() for _, r in rows}
@@ -84,6 +98,8 @@ def check_cities(path, real_cities, real_regions, errors, warnings):
             errors.append(f"{path}:{line_no}: city {r['city']!r} is a real city of the True/False data")
         if city in real_regions:
             errors.append(f"{path}:{line_no}: city {r['city']!r} is a real country/region of the True/False data")
+        if city in any_real and city not in real_cities and city not in real_regions:
+            errors.append(f"{path}:{line_no}: city {r['city']!r} is an entity of the real data")
         if city in fictional_regions:
             errors.append(f"{path}:{line_no}: city {r['city']!r} is also used as a region")
         if r["medium"] not in MEDIA:
@@ -93,7 +109,7 @@ def check_cities(path, real_cities, real_regions, errors, warnings):
     return rows
 
 
-def check_meds(path, real_drugs, real_conditions, errors):
+def check_meds(path, real_drugs, real_conditions, any_real, errors):
     rows = read_rows(path, MED_HEADER, errors)
     check_duplicates(path, rows, ["drug", "condition"], errors)
     real = real_drugs | real_conditions
@@ -102,6 +118,8 @@ def check_meds(path, real_drugs, real_conditions, errors):
         for col in ("drug", "condition"):
             if r[col].lower() in real:
                 errors.append(f"{path}:{line_no}: {col} {r[col]!r} is a real drug or condition of the True/False data")
+        if r["drug"].lower() in any_real and r["drug"].lower() not in real:
+            errors.append(f"{path}:{line_no}: drug {r['drug']!r} is an entity of the real data (another domain)")
         if r["drug"].lower() in fictional_conditions:
             errors.append(f"{path}:{line_no}: drug {r['drug']!r} is also used as a condition")
     return rows
@@ -145,10 +163,11 @@ def main():
 
     real_cities, real_regions = real_entities(trilemma / "city_locations.csv")
     real_drugs, real_conditions = real_entities(trilemma / "med_indications.csv")
+    any_real = all_real_entities(trilemma)
 
     city_path = curated / "city_pairs.csv"
     if city_path.exists():
-        cities = check_cities(city_path, real_cities, real_regions, errors, warnings)
+        cities = check_cities(city_path, real_cities, real_regions, any_real, errors, warnings)
         report("city_pairs.csv", cities, ["medium", "source", "region", "city"])
         if args.gazetteer:
             gazetteer_warnings(cities, warnings)
@@ -157,7 +176,7 @@ def main():
 
     med_path = curated / "med_pairs.csv"
     if med_path.exists():
-        meds = check_meds(med_path, real_drugs, real_conditions, errors)
+        meds = check_meds(med_path, real_drugs, real_conditions, any_real, errors)
         report("med_pairs.csv", meds, ["source", "drug", "condition"])
     else:
         errors.append(f"{med_path}: missing")

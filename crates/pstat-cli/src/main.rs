@@ -3,7 +3,7 @@
 //! `cmd/<name>.rs` and calls into the pipeline crates.
 
 mod cmd;
-mod run;
+mod progress;
 
 use clap::{Parser, Subcommand};
 
@@ -66,7 +66,7 @@ enum Command {
     /// Familiarity: object-token probabilities per statement kind and within-kind activation distances.
     Familiarity(cmd::stage::FamiliarityArgs),
     /// Run the whole P-StaT study (or the stages the config enables), resumably.
-    Run(run::RunArgs),
+    Run(cmd::run::RunArgs),
     /// Rebuild the figures and the self-contained report.html of a run folder from its files.
     Report(cmd::report::ReportArgs),
 }
@@ -96,7 +96,7 @@ fn main() -> std::process::ExitCode {
         Command::Score(a) => cmd::score::run(a),
         Command::Hidden(a) => cmd::hidden::run(a),
         Command::Report(a) => cmd::report::run(a),
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => cmd::run::run(a),
         Command::Probe(a) => cmd::stage::probe(a),
         Command::Extract(a) => cmd::stage::extract(a),
         Command::Familiarity(a) => cmd::stage::familiarity(a),
@@ -112,13 +112,9 @@ fn main() -> std::process::ExitCode {
 
 /// 2 for input pstat refuses by design (a tokenizer it cannot reproduce exactly), 1 otherwise.
 fn exit_code(err: &anyhow::Error) -> std::process::ExitCode {
-    let refused = err.chain().any(|e| {
-        matches!(
-            e.downcast_ref::<pstat_lm::tokenizer::TokenizerError>(),
-            Some(pstat_lm::tokenizer::TokenizerError::Unsupported(_))
-        )
-    });
-    if refused {
+    // A model that cannot be used as given (unknown name, missing part, unsupported tokenizer,
+    // architecture or type) is bad input, like a bad flag.
+    if err.chain().any(pstat_lm::is_model_input_error) {
         std::process::ExitCode::from(2)
     } else {
         std::process::ExitCode::FAILURE

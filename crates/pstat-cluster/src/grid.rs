@@ -134,14 +134,85 @@ pub struct GridResult {
     /// embedding itself when it is 2-D), for the scatter figure.
     pub embedding_2d: Vec<[f64; 2]>,
     pub seed: u64,
+    /// Why the input has no structure to cluster, when it has none (see [`no_structure`]):
+    /// then no configuration ran, every point is noise and `embedding_2d` is the 2-D PCA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_structure: Option<String>,
+}
+
+/// Below this ratio of the second to the first principal variance the points lie on a line.
+const RANK_ONE_RATIO: f64 = 1e-8;
+
+/// Why Algorithm 1 has nothing to find in `x`, if so: no points, fewer points than the grid's
+/// smallest `min_cluster_size` (HDBSCAN cannot form a cluster), every point the same (zero
+/// variance), or points that vary along one direction only (rank 1: UMAP's neighbour graph of
+/// a line is a chain that HDBSCAN cuts into arbitrary pieces; 100 identical points gave 17
+/// "clusters" and unimodal 1-D noise 18 before this check).
+pub fn no_structure(x: &Matrix, grid: &Grid, seed: u64) -> Option<String> {
+    let n = x.rows();
+    if n == 0 {
+        return Some("no points".into());
+    }
+    let smallest = grid
+        .min_cluster_size
+        .iter()
+        .copied()
+        .min()
+        .unwrap_or_else(|| Grid::default().min_cluster_size[0]);
+    if n < smallest {
+        return Some(format!(
+            "{n} points, fewer than the smallest min_cluster_size ({smallest})"
+        ));
+    }
+    let scores = pca_scores(x, 2, seed);
+    let variance = |c: usize| {
+        if c < scores.cols() {
+            (0..n).map(|i| scores.get(i, c).powi(2)).sum::<f64>() / n as f64
+        } else {
+            0.0
+        }
+    };
+    let mean_square = (0..n)
+        .flat_map(|i| x.row(i).iter())
+        .map(|v| v * v)
+        .sum::<f64>()
+        / (n * x.cols()).max(1) as f64;
+    let (first, second) = (variance(0), variance(1));
+    // Relative to the magnitude of the values, so float rounding of identical rows counts as 0.
+    if first <= 1e-12 * mean_square.max(f64::MIN_POSITIVE) {
+        return Some(format!("zero variance: all {n} points are the same"));
+    }
+    if second <= RANK_ONE_RATIO * first {
+        return Some(format!(
+            "rank-1 input: the {n} points vary along a single direction"
+        ));
+    }
+    None
 }
 
 /// Runs Algorithm 1 on the rows of `x`. Every UMAP uses `seed`, so a grid point's result does not
 /// depend on which other grid points run. An empty grid falls back to the default grid.
+/// An input with [`no_structure`] gets no clustering: every point is noise.
 pub fn run_grid(x: &Matrix, grid: &Grid, seed: u64) -> GridResult {
     let mut configs = grid.configs();
     if configs.is_empty() {
         configs = Grid::default().configs();
+    }
+    if let Some(reason) = no_structure(x, grid, seed) {
+        let labels = vec![-1; x.rows()];
+        let pca = pca_scores(x, 2, seed);
+        let at = |i: usize, c: usize| if c < pca.cols() { pca.get(i, c) } else { 0.0 };
+        let all_noise = score_labels(configs[0], &pca, &labels);
+        return GridResult {
+            chosen: configs[0],
+            chosen_index: 0,
+            score: all_noise.score,
+            scores: Vec::new(),
+            labels,
+            embedding_2d: (0..x.rows()).map(|i| [at(i, 0), at(i, 1)]).collect(),
+            seed,
+            no_structure: Some(reason),
+        };
     }
     let mut best: Option<(usize, Vec<i32>, Matrix)> = None;
     let mut scores: Vec<ConfigScore> = Vec::with_capacity(configs.len());
@@ -192,6 +263,7 @@ pub fn run_grid(x: &Matrix, grid: &Grid, seed: u64) -> GridResult {
             .map(|i| [embedding_2d.get(i, 0), embedding_2d.get(i, 1)])
             .collect(),
         seed,
+        no_structure: None,
     }
 }
 
@@ -245,6 +317,57 @@ mod tests {
             let r = run_grid(&x, &grid, 0);
             assert_eq!(r.labels, vec![-1; n]);
             assert_eq!(r.embedding_2d.len(), n);
+            let reason = r.no_structure.unwrap();
+            let want = if n == 0 {
+                "no points"
+            } else {
+                "fewer than the smallest min_cluster_size (5)"
+            };
+            assert!(reason.contains(want), "{reason}");
         }
+    }
+
+    fn noise(n: usize, d: usize, seed: u64) -> Vec<f64> {
+        use rand::SeedableRng;
+        use rand_distr::{Distribution, StandardNormal};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..n * d)
+            .map(|_| StandardNormal.sample(&mut rng))
+            .collect()
+    }
+
+    #[test]
+    fn identical_points_have_no_structure() {
+        let row = [0.3, -1.7, 2.5, 1e4];
+        let data: Vec<f64> = (0..100).flat_map(|_| row).collect();
+        let r = run_grid(&Matrix::new(100, 4, data).unwrap(), &Grid::default(), 42);
+        assert!(r.no_structure.unwrap().starts_with("zero variance"));
+        assert!(r.labels.iter().all(|&l| l == -1) && r.scores.is_empty());
+    }
+
+    #[test]
+    fn points_on_a_line_have_no_structure() {
+        // Unimodal 1-D noise, as a column and embedded along a direction of 8-D space.
+        let t = noise(100, 1, 7);
+        let r = run_grid(
+            &Matrix::new(100, 1, t.clone()).unwrap(),
+            &Grid::default(),
+            42,
+        );
+        assert!(r.no_structure.unwrap().starts_with("rank-1"));
+        let direction = [1.0, -2.0, 0.5, 3.0, 0.0, 1.0, 1.0, -1.0];
+        let data: Vec<f64> = t
+            .iter()
+            .flat_map(|v| direction.map(|c| 5.0 + c * v))
+            .collect();
+        let x = Matrix::new(100, 8, data).unwrap();
+        assert!(
+            no_structure(&x, &Grid::default(), 42)
+                .unwrap()
+                .starts_with("rank-1")
+        );
+        // Two directions of spread is not rank 1.
+        let x = Matrix::new(100, 2, noise(100, 2, 8)).unwrap();
+        assert_eq!(no_structure(&x, &Grid::default(), 42), None);
     }
 }

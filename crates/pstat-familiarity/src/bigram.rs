@@ -4,8 +4,7 @@
 //! mimics True/False and Synthetic (Fi) mimics Fictional, stability differences between
 //! Neither types are not explained by surface statistics alone.
 
-use pstat_data::{Dataset, Domain, Kind};
-use serde::Serialize;
+use pstat_data::{Dataset, Kind};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
@@ -30,28 +29,9 @@ fn group_of(kind: Kind) -> Option<&'static str> {
     }
 }
 
-/// One point of a rank–frequency curve.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RankFrequencyRow {
-    pub domain: Domain,
-    pub kind: String,
-    /// 1 = most frequent bigram; ties broken alphabetically so the curve is reproducible.
-    pub rank: usize,
-    pub bigram: String,
-    pub count: u64,
-    /// count / all bigrams of this domain × kind.
-    pub frequency: f64,
-}
-
-/// Jensen–Shannon distance (square root of the base-2 divergence, in [0, 1]) between the
-/// bigram distributions of two statement types of one domain.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DistanceRow {
-    pub domain: Domain,
-    pub kind_a: String,
-    pub kind_b: String,
-    pub js_distance: f64,
-}
+/// Rows of `bigram_rank_frequency.csv` and `bigram_distances.csv` (the Jensen–Shannon
+/// distance is the square root of the base-2 divergence, in [0, 1]).
+pub use pstat_tables::{BigramDistanceRow as DistanceRow, BigramRankRow as RankFrequencyRow};
 
 type Counts = HashMap<String, u64>;
 
@@ -87,7 +67,7 @@ pub fn bigram_rank_frequency(datasets: &[Dataset]) -> Vec<RankFrequencyRow> {
             ranked.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
             rows.extend(ranked.into_iter().enumerate().map(|(i, (bigram, &count))| {
                 RankFrequencyRow {
-                    domain: dataset.domain,
+                    domain: dataset.domain.to_string(),
                     kind: group.to_string(),
                     rank: i + 1,
                     bigram: bigram.clone(),
@@ -112,7 +92,7 @@ pub fn bigram_js_distances(datasets: &[Dataset]) -> Vec<DistanceRow> {
         for (i, a) in present.iter().enumerate() {
             for b in &present[i + 1..] {
                 rows.push(DistanceRow {
-                    domain: dataset.domain,
+                    domain: dataset.domain.to_string(),
                     kind_a: a.to_string(),
                     kind_b: b.to_string(),
                     js_distance: js_distance(&by_group[a], &by_group[b]),
@@ -156,8 +136,8 @@ pub fn js_distance(p: &Counts, q: &Counts) -> f64 {
 /// the check that Synthetic (TF) sits with True/False and Synthetic (Fi) with Fictional.
 pub fn nearest_kinds_report(distances: &[DistanceRow]) -> String {
     let mut out = String::new();
-    let domains: Vec<Domain> = {
-        let mut d: Vec<Domain> = distances.iter().map(|r| r.domain).collect();
+    let domains: Vec<&str> = {
+        let mut d: Vec<&str> = distances.iter().map(|r| r.domain.as_str()).collect();
         d.dedup();
         d
     };
@@ -197,33 +177,17 @@ pub fn nearest_kinds_report(distances: &[DistanceRow]) -> String {
 pub fn write_tables(
     datasets: &[Dataset],
     dir: &std::path::Path,
-) -> std::io::Result<Vec<DistanceRow>> {
-    let curves = bigram_rank_frequency(datasets);
+) -> Result<Vec<DistanceRow>, pstat_tables::TableError> {
+    pstat_tables::write_table(dir, &bigram_rank_frequency(datasets))?;
     let distances = bigram_js_distances(datasets);
-    for (name, text) in [
-        ("bigram_rank_frequency.csv", to_csv(&curves)),
-        ("bigram_distances.csv", to_csv(&distances)),
-    ] {
-        let text = text.map_err(std::io::Error::other)?;
-        pstat_data::artifact::write_atomic(&dir.join(name), text.as_bytes())?;
-    }
+    pstat_tables::write_table(dir, &distances)?;
     Ok(distances)
-}
-
-/// Serialize rows as CSV with a header.
-pub fn to_csv<T: Serialize>(rows: &[T]) -> Result<String, csv::Error> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    for row in rows {
-        writer.serialize(row)?;
-    }
-    let bytes = writer.into_inner().map_err(|e| e.into_error())?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pstat_data::{DataRoot, load_domain};
+    use pstat_data::{DataRoot, Domain, load_domain};
 
     fn counts(pairs: &[(&str, u64)]) -> Counts {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()

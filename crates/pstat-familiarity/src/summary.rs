@@ -1,9 +1,8 @@
-//! Per-(model, domain, kind) means with seeded percentile-bootstrap 95% intervals: the rows of
+//! Per-(model, domain, kind) means with seeded percentile-bootstrap 95% intervals: the values of
 //! Tables A6–A8 (`familiarity.csv`) and of Fig. 2(d) (`distances.csv`).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 
 /// Mean of `values` with a percentile bootstrap interval; `None` for an empty group.
 pub fn mean_with_interval(values: &[f64], resamples: usize, seed: u64) -> Option<(f64, f64, f64)> {
@@ -26,31 +25,6 @@ pub fn mean_with_interval(values: &[f64], resamples: usize, seed: u64) -> Option
         means[lo] + (means[hi] - means[lo]) * (pos - lo as f64)
     };
     Some((mean, at(0.025), at(0.975)))
-}
-
-/// One row of `familiarity.csv`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FamiliarityRow {
-    pub model: String,
-    pub domain: String,
-    pub kind: String,
-    pub n: usize,
-    pub mean_object_token_prob: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-/// One row of `distances.csv`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DistanceSummaryRow {
-    pub model: String,
-    pub domain: String,
-    pub kind: String,
-    pub layer: usize,
-    pub n_pairs: usize,
-    pub mean_distance: f64,
-    pub lo: f64,
-    pub hi: f64,
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! (Gemma 3 270m) gets [`ChatError::NoTemplate`]: pstat never invents a chat format.
 
 use crate::gguf::{GgufError, GgufFile};
+use crate::hf;
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, ErrorKind, Value, context};
@@ -19,7 +20,8 @@ pub enum ChatError {
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
     #[error(
-        "{0}: the model has no chat template (`tokenizer.chat_template`), so it is a base model: \
+        "{0}: the model has no chat template (`tokenizer.chat_template`, or a Hugging Face folder's \
+         `chat_template`), so it is a base model: \
          use a plain prompt (\"chat\": false) or a chat model"
     )]
     NoTemplate(String),
@@ -68,6 +70,61 @@ impl ChatTemplate {
         Self::new(
             source,
             origin,
+            text_of(tokenizer.bos_id()),
+            text_of(tokenizer.eos_id()),
+        )
+    }
+
+    /// The chat template of a GGUF file or of a Hugging Face folder.
+    pub fn load(path: &std::path::Path, tokenizer: &Tokenizer) -> Result<Self, ChatError> {
+        if hf::is_folder(path) {
+            Self::from_hf_folder(path, tokenizer)
+        } else {
+            Self::from_gguf(&GgufFile::open(path)?, tokenizer)
+        }
+    }
+
+    /// The template of a Hugging Face folder: `chat_template` of tokenizer_config.json (a
+    /// string, or a list of named templates of which `default` is taken), else
+    /// chat_template.jinja; [`ChatError::NoTemplate`] when neither has one.
+    pub fn from_hf_folder(dir: &std::path::Path, tokenizer: &Tokenizer) -> Result<Self, ChatError> {
+        let config_path = dir.join(hf::TOKENIZER_CONFIG);
+        let jinja_path = dir.join(hf::CHAT_TEMPLATE);
+        let from_config = if config_path.is_file() {
+            match hf::read_json(&config_path)
+                .map_err(TokenizerError::from)?
+                .get("chat_template")
+            {
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(serde_json::Value::Array(named)) => named
+                    .iter()
+                    .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+                    .and_then(|t| t.get("template")?.as_str().map(str::to_string)),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let (source, origin) = match from_config {
+            Some(source) => (source, config_path),
+            None if jinja_path.is_file() => {
+                let source =
+                    std::fs::read_to_string(&jinja_path).map_err(|e| ChatError::Template {
+                        path: jinja_path.display().to_string(),
+                        message: e.to_string(),
+                    })?;
+                (source, jinja_path)
+            }
+            None => return Err(ChatError::NoTemplate(dir.display().to_string())),
+        };
+        let text_of = |id: Option<u32>| {
+            id.and_then(|id| tokenizer.token_text(id))
+                .unwrap_or_default()
+                .to_string()
+        };
+        Self::new(
+            &source,
+            origin.display().to_string(),
             text_of(tokenizer.bos_id()),
             text_of(tokenizer.eos_id()),
         )

@@ -42,29 +42,43 @@ pub enum GgufError {
     },
     #[error("{path}: tensor `{name}` is missing")]
     MissingTensor { path: PathBuf, name: String },
+    #[error("{path}: metadata key `{key}` {detail}")]
+    OutOfRange {
+        path: PathBuf,
+        key: String,
+        detail: String,
+    },
 }
 
-/// Decoder architectures whose forward pass pstat implements.
+/// Decoder architectures whose forward pass pstat implements (one file each in `model/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arch {
-    /// Llama and its relatives (Mistral, SmolLM): pre-norm, SiLU-gated MLP, interleaved RoPE.
+    /// Llama and its relatives (Llama 2/3, Mistral, SmolLM): pre-norm, SiLU-gated MLP,
+    /// interleaved RoPE, Llama 3's RoPE frequency factors.
     Llama,
-    /// Gemma 3: scaled embeddings, q/k norms, sandwich norms, GELU-tanh, local/global layers.
-    Gemma3,
-    /// Qwen 2: Llama layout plus q/k/v biases, NEOX RoPE.
+    /// Qwen 2 (Qwen2.5): Llama layout plus q/k/v biases, NEOX RoPE.
     Qwen2,
+    /// Gemma 1: Llama layout with GELU-tanh, scaled embeddings, NEOX RoPE.
+    Gemma,
+    /// Gemma 2: sandwich norms, attention and final logit soft-capping, alternating
+    /// sliding-window layers.
+    Gemma2,
+    /// Gemma 3: Gemma 2 with q/k norms instead of attention soft-capping, local/global layers.
+    Gemma3,
 }
 
 impl Arch {
     /// `general.architecture` values accepted, in the spelling GGUF uses.
-    pub const SUPPORTED: [&'static str; 3] = ["llama", "gemma3", "qwen2"];
+    pub const SUPPORTED: [&'static str; 5] = ["llama", "qwen2", "gemma", "gemma2", "gemma3"];
 
     fn from_gguf(name: &str) -> Option<Self> {
         match name {
             "llama" => Some(Self::Llama),
-            "gemma3" => Some(Self::Gemma3),
             "qwen2" => Some(Self::Qwen2),
+            "gemma" => Some(Self::Gemma),
+            "gemma2" => Some(Self::Gemma2),
+            "gemma3" => Some(Self::Gemma3),
             _ => None,
         }
     }
@@ -73,8 +87,10 @@ impl Arch {
     pub fn gguf_name(self) -> &'static str {
         match self {
             Self::Llama => "llama",
-            Self::Gemma3 => "gemma3",
             Self::Qwen2 => "qwen2",
+            Self::Gemma => "gemma",
+            Self::Gemma2 => "gemma2",
+            Self::Gemma3 => "gemma3",
         }
     }
 }
@@ -94,7 +110,7 @@ pub struct ModelConfig {
     pub n_kv_heads: usize,
     /// Width of one query/key head (`attention.key_length`, default `hidden / n_heads`).
     pub head_dim: usize,
-    /// Width of one value head (`attention.value_length`, default `head_dim`).
+    /// Width of one value head (`attention.value_length`, default `hidden / n_heads`).
     pub value_head_dim: usize,
     /// MLP inner width (`feed_forward_length`).
     pub ffn: usize,
@@ -105,8 +121,14 @@ pub struct ModelConfig {
     /// RoPE position scale of full-attention layers: 1 / `rope.scaling.factor` for linear
     /// scaling, 1 otherwise.
     pub rope_freq_scale: f32,
-    /// RoPE base of sliding-window layers (Gemma 3: 10000, llama.cpp's fixed value), if any.
+    /// Per-pair divisors of the RoPE frequencies (`rope_freqs.weight`: Llama 3's
+    /// `rope_scaling` of type llama3), if any.
+    pub rope_freq_factors: Option<Vec<f32>>,
+    /// RoPE base of sliding-window layers (`rope.freq_base_swa`; Gemma 3: 10000, Gemma 2: the
+    /// global base, when absent), if the model has such layers.
     pub rope_base_local: Option<f32>,
+    /// RoPE position scale of sliding-window layers (Gemma 3: 1, Gemma 2: as global layers).
+    pub rope_freq_scale_local: f32,
     /// RMSNorm epsilon (`attention.layer_norm_rms_epsilon`).
     pub rms_eps: f32,
     /// Training context length (`context_length`): the longest sequence we accept.
@@ -114,10 +136,14 @@ pub struct ModelConfig {
     /// Sliding-window width of local-attention layers (`attention.sliding_window`), if any.
     pub sliding_window: Option<usize>,
     /// With a sliding window: every `n`-th layer (1-based) attends globally, the others locally
-    /// (Gemma 3: 6, llama.cpp's default when the file does not say).
+    /// (`attention.sliding_window_pattern`; llama.cpp's defaults: Gemma 2: 2, Gemma 3: 6).
     pub sliding_window_pattern: Option<usize>,
     /// Multiplier of q·k before softmax.
     pub attn_scale: f32,
+    /// Attention logits become `cap · tanh(logit / cap)` (`attn_logit_softcapping`, Gemma 2).
+    pub attn_softcap: Option<f32>,
+    /// Output logits become `cap · tanh(logit / cap)` (`final_logit_softcapping`, Gemma 2).
+    pub final_softcap: Option<f32>,
     /// Multiplier applied to token embeddings (Gemma: sqrt(hidden)), if any.
     pub embed_scale: Option<f32>,
     /// Rows of `token_embd.weight`.
@@ -180,6 +206,36 @@ impl GgufFile {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Metadata and tensor shapes that did not come from a GGUF file: a Hugging Face folder's
+    /// config.json translated to GGUF keys (see [`crate::hf`]), so that one [`Self::config`]
+    /// reads both formats. `path` names the file the values came from; tensors are not readable.
+    pub fn from_metadata(
+        path: PathBuf,
+        metadata: HashMap<String, Value>,
+        tensor_dims: HashMap<String, Vec<usize>>,
+    ) -> Self {
+        let tensor_infos = tensor_dims
+            .into_iter()
+            .map(|(name, dims)| {
+                let info = candle_core::quantized::gguf_file::TensorInfo {
+                    ggml_dtype: candle_core::quantized::GgmlDType::F32,
+                    shape: dims.into(),
+                    offset: 0,
+                };
+                (name, info)
+            })
+            .collect();
+        Self {
+            path,
+            content: Content {
+                magic: candle_core::quantized::gguf_file::VersionedMagic::GgufV3,
+                metadata,
+                tensor_infos,
+                tensor_data_offset: 0,
+            },
+        }
     }
 
     /// All metadata key/value pairs, as candle parsed them.
@@ -253,43 +309,135 @@ impl GgufFile {
         })
     }
 
-    /// The decoder's hyper-parameters, with llama.cpp's defaults for optional keys.
+    /// The decoder's hyper-parameters, with llama.cpp's defaults for optional keys (its
+    /// `load_hparams` and each architecture's `load_arch_hparams`). A value the forward pass
+    /// cannot run with is refused naming its key.
     pub fn config(&self) -> Result<ModelConfig, GgufError> {
         let arch = self.arch()?;
         let key = |suffix: &str| format!("{}.{suffix}", arch.gguf_name());
-        let n_layers = self.get_usize(&key("block_count"))?;
-        let hidden = self.get_usize(&key("embedding_length"))?;
-        let n_heads = self.get_usize(&key("attention.head_count"))?;
-        if n_heads == 0 {
-            return Err(self.malformed(format!("{} is 0", key("attention.head_count"))));
-        }
-        let n_kv_heads = self
-            .opt_usize(&key("attention.head_count_kv"))?
-            .unwrap_or(n_heads);
+        let positive = |suffix: &str| -> Result<usize, GgufError> {
+            let k = key(suffix);
+            match self.get_usize(&k)? {
+                0 => Err(self.out_of_range(&k, "is 0")),
+                n => Ok(n),
+            }
+        };
+        let n_layers = positive("block_count")?;
+        let hidden = positive("embedding_length")?;
+        let n_heads = positive("attention.head_count")?;
+        let kv_key = key("attention.head_count_kv");
+        let n_kv_heads = self.opt_usize(&kv_key)?.unwrap_or(n_heads);
         if n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
-            return Err(self.malformed(format!(
-                "{n_heads} query heads cannot be grouped over {n_kv_heads} key/value heads"
-            )));
+            return Err(self.out_of_range(
+                &kv_key,
+                &format!("is {n_kv_heads}: {n_heads} query heads cannot be grouped over it"),
+            ));
         }
         let head_dim = self
             .opt_usize(&key("attention.key_length"))?
             .unwrap_or(hidden / n_heads);
+        if head_dim < 2 || head_dim % 2 != 0 {
+            return Err(self.out_of_range(
+                &key("attention.key_length"),
+                &format!("is {head_dim}: RoPE needs an even head width of at least 2"),
+            ));
+        }
         let value_head_dim = self
             .opt_usize(&key("attention.value_length"))?
+            .unwrap_or(hidden / n_heads);
+        if value_head_dim == 0 {
+            return Err(self.out_of_range(&key("attention.value_length"), "is 0"));
+        }
+        let rope_dim = self
+            .opt_usize(&key("rope.dimension_count"))?
             .unwrap_or(head_dim);
-        let rope_scaling_linear = self.opt_str(&key("rope.scaling.type"))? == Some("linear");
-        let rope_freq_scale = match self.opt_f32(&key("rope.scaling.factor"))? {
-            Some(factor) if rope_scaling_linear && factor > 0.0 => 1.0 / factor,
-            _ => 1.0,
+        let rope_dim_ok = if arch == Arch::Llama {
+            // llama.cpp refuses a partial rotation for Llama.
+            rope_dim == head_dim
+        } else {
+            rope_dim > 0 && rope_dim % 2 == 0 && rope_dim <= head_dim
         };
-        let sliding_window = self.opt_usize(&key("attention.sliding_window"))?;
-        let gemma = arch == Arch::Gemma3;
+        if !rope_dim_ok {
+            return Err(self.out_of_range(
+                &key("rope.dimension_count"),
+                &format!("is {rope_dim}, the heads are {head_dim} wide"),
+            ));
+        }
+        let rope_base = self
+            .positive_f32(&key("rope.freq_base"))?
+            .unwrap_or(10_000.0);
+        let rope_freq_scale = self.rope_freq_scale(&key)?;
+        let gemma = matches!(arch, Arch::Gemma | Arch::Gemma2 | Arch::Gemma3);
+        let window_key = key("attention.sliding_window");
+        let (sliding_window, default_pattern) = match arch {
+            // llama.cpp: Gemma 2 alternates local and global layers (window 4096 unless the
+            // file says otherwise); Gemma 3 has local layers only when the file gives a window,
+            // five local for one global by default.
+            Arch::Gemma2 => match self.opt_usize(&window_key)? {
+                Some(0) => return Err(self.out_of_range(&window_key, "is 0")),
+                w => (Some(w.unwrap_or(4096)), 2),
+            },
+            Arch::Gemma3 => (self.opt_usize(&window_key)?.filter(|&w| w > 0), 6),
+            // Llama-family files may carry a window (Mistral v0.1); llama.cpp ignores it.
+            Arch::Llama | Arch::Qwen2 | Arch::Gemma => (None, 0),
+        };
+        let sliding_window_pattern = match sliding_window {
+            Some(_) => Some(
+                self.opt_usize(&key("attention.sliding_window_pattern"))?
+                    .unwrap_or(default_pattern),
+            ),
+            None => None,
+        };
+        // Local layers: Gemma 3 rotates them with base 10000 (or the file's) and no scaling;
+        // Gemma 2 like the global layers unless the file gives a base of their own.
+        let (rope_base_local, rope_freq_scale_local) = match arch {
+            Arch::Gemma2 => (
+                Some(
+                    self.positive_f32(&key("rope.freq_base_swa"))?
+                        .unwrap_or(rope_base),
+                ),
+                rope_freq_scale,
+            ),
+            Arch::Gemma3 => (
+                Some(
+                    self.positive_f32(&key("rope.freq_base_swa"))?
+                        .unwrap_or(10_000.0),
+                ),
+                1.0,
+            ),
+            _ => (None, 1.0),
+        };
         let embd_dims = self.tensor_dims("token_embd.weight")?;
         let vocab_size = embd_dims.first().copied().unwrap_or(0);
-        // llama.cpp: Gemma 3 below 27B scales attention by 1/sqrt(key_length).
-        let attn_scale = match self.opt_f32(&key("attention.query_pre_attn_scalar"))? {
-            Some(scalar) => 1.0 / scalar.sqrt(),
-            None => 1.0 / (head_dim as f32).sqrt(),
+        // llama.cpp scales q·k by 1/sqrt(key_length), except for the 27B Gemma 2 (46 blocks)
+        // and Gemma 3 (62 blocks), which use 1/sqrt(hidden / heads) (gemma_pytorch's config).
+        let gemma_27b = matches!((arch, n_layers), (Arch::Gemma2, 46) | (Arch::Gemma3, 62));
+        let attn_scale = if gemma_27b {
+            1.0 / ((hidden / n_heads) as f32).sqrt()
+        } else {
+            1.0 / (head_dim as f32).sqrt()
+        };
+        // Gemma 2 caps attention logits (50 by default) and final logits (30); Gemma 3 only
+        // final logits, when the file says so.
+        let attn_softcap = match arch {
+            Arch::Gemma2 => Some(
+                self.positive_f32(&key("attn_logit_softcapping"))?
+                    .unwrap_or(50.0),
+            ),
+            _ => None,
+        };
+        let final_softcap = match arch {
+            Arch::Gemma2 => Some(
+                self.positive_f32(&key("final_logit_softcapping"))?
+                    .unwrap_or(30.0),
+            ),
+            Arch::Gemma3 => self.positive_f32(&key("final_logit_softcapping"))?,
+            _ => None,
+        };
+        let rope_freq_factors = if arch == Arch::Llama && self.has_tensor("rope_freqs.weight") {
+            Some(self.rope_freq_factors(rope_dim)?)
+        } else {
+            None
         };
         Ok(ModelConfig {
             arch,
@@ -299,34 +447,92 @@ impl GgufFile {
             n_kv_heads,
             head_dim,
             value_head_dim,
-            ffn: self.get_usize(&key("feed_forward_length"))?,
-            rope_dim: self
-                .opt_usize(&key("rope.dimension_count"))?
-                .unwrap_or(head_dim),
-            rope_base: self.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
+            ffn: positive("feed_forward_length")?,
+            rope_dim,
+            rope_base,
             rope_freq_scale,
-            rope_base_local: gemma.then_some(10_000.0),
-            rms_eps: self.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
-            context_length: self.get_usize(&key("context_length"))?,
+            rope_freq_factors,
+            rope_base_local,
+            rope_freq_scale_local,
+            rms_eps: self
+                .positive_f32(&key("attention.layer_norm_rms_epsilon"))?
+                .ok_or_else(|| GgufError::MissingKey {
+                    path: self.path.clone(),
+                    key: key("attention.layer_norm_rms_epsilon"),
+                })?,
+            context_length: positive("context_length")?,
             sliding_window,
-            sliding_window_pattern: match sliding_window {
-                Some(_) if gemma => Some(
-                    self.opt_usize(&key("attention.sliding_window_pattern"))?
-                        .unwrap_or(6),
-                ),
-                _ => None,
-            },
+            sliding_window_pattern,
             attn_scale,
+            attn_softcap,
+            final_softcap,
             embed_scale: gemma.then(|| (hidden as f32).sqrt()),
             vocab_size,
             tied_embeddings: !self.has_tensor("output.weight"),
         })
     }
 
-    fn malformed(&self, detail: String) -> GgufError {
-        GgufError::Malformed {
+    /// RoPE position scale from `rope.scaling.type` and `rope.scaling.factor` as llama.cpp
+    /// reads them: linear unless the file says otherwise, 1 for `none`; YaRN and LongRoPE are
+    /// refused rather than run unscaled.
+    fn rope_freq_scale(&self, key: &dyn Fn(&str) -> String) -> Result<f32, GgufError> {
+        let type_key = key("rope.scaling.type");
+        let factor = match self.positive_f32(&key("rope.scaling.factor"))? {
+            Some(f) => Some(f),
+            None => self.positive_f32(&key("rope.scale_linear"))?,
+        };
+        match self.opt_str(&type_key)?.unwrap_or("linear") {
+            "none" => Ok(1.0),
+            "linear" => Ok(factor.map_or(1.0, |f| 1.0 / f)),
+            other => Err(self.out_of_range(
+                &type_key,
+                &format!("is `{other}`: only linear RoPE scaling is supported"),
+            )),
+        }
+    }
+
+    /// Llama 3's per-pair RoPE frequency divisors (`rope_freqs.weight`, written by the converter
+    /// for `rope_scaling.rope_type = llama3`).
+    fn rope_freq_factors(&self, rope_dim: usize) -> Result<Vec<f32>, GgufError> {
+        let name = "rope_freqs.weight";
+        let bad = |detail: String| GgufError::Malformed {
             path: self.path.clone(),
-            detail,
+            detail: format!("tensor `{name}`: {detail}"),
+        };
+        let factors = self
+            .tensor(name, &Device::Cpu)?
+            .dequantize(&Device::Cpu)
+            .and_then(|t| t.flatten_all())
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(|e| bad(e.to_string()))?;
+        if factors.len() != rope_dim / 2 {
+            return Err(bad(format!(
+                "{} values, expected {} (one per rotated pair)",
+                factors.len(),
+                rope_dim / 2
+            )));
+        }
+        if let Some(f) = factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+            return Err(bad(format!("holds {f}, factors must be positive")));
+        }
+        Ok(factors)
+    }
+
+    /// An optional float key that must be finite and > 0 when present.
+    fn positive_f32(&self, key: &str) -> Result<Option<f32>, GgufError> {
+        match self.opt_f32(key)? {
+            Some(v) if !(v.is_finite() && v > 0.0) => {
+                Err(self.out_of_range(key, &format!("is {v}, must be a positive number")))
+            }
+            v => Ok(v),
+        }
+    }
+
+    fn out_of_range(&self, key: &str, detail: &str) -> GgufError {
+        GgufError::OutOfRange {
+            path: self.path.clone(),
+            key: key.to_string(),
+            detail: detail.to_string(),
         }
     }
 
@@ -487,11 +693,17 @@ mod tests {
 
     /// A tiny GGUF with the given architecture and one f32 embedding of `vocab` × 8.
     fn write_tiny(path: &Path, arch: &str, vocab: usize) {
+        write_tiny_with(path, arch, vocab, Vec::new());
+    }
+
+    /// [`write_tiny`] with `overrides` replacing or adding metadata entries (keys without the
+    /// architecture prefix).
+    fn write_tiny_with(path: &Path, arch: &str, vocab: usize, overrides: Vec<(&str, Value)>) {
         let embd = Tensor::zeros((vocab, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
         let embd = QTensor::quantize(&embd, GgmlDType::F32).unwrap();
         let s = |v: &str| Value::String(v.to_string());
         let arch_v = s(arch);
-        let entries: Vec<(String, Value)> = vec![
+        let mut entries: Vec<(String, Value)> = vec![
             (format!("{arch}.block_count"), Value::U32(2)),
             (format!("{arch}.embedding_length"), Value::U32(8)),
             (format!("{arch}.attention.head_count"), Value::U32(2)),
@@ -504,6 +716,11 @@ mod tests {
             (format!("{arch}.context_length"), Value::U64(64)),
             (format!("{arch}.attention.sliding_window"), Value::U32(4)),
         ];
+        for (key, value) in overrides {
+            let key = format!("{arch}.{key}");
+            entries.retain(|(k, _)| *k != key);
+            entries.push((key, value));
+        }
         let mut metadata: Vec<(&str, &Value)> = vec![("general.architecture", &arch_v)];
         metadata.extend(entries.iter().map(|(k, v)| (k.as_str(), v)));
         let mut file = File::create(path).unwrap();
@@ -530,6 +747,101 @@ mod tests {
         assert!(cfg.tied_embeddings);
         assert!(cfg.is_sliding(0) && !cfg.is_sliding(5) && cfg.is_sliding(6));
         assert_eq!(cfg.embed_scale, Some(8f32.sqrt()));
+    }
+
+    #[test]
+    fn reads_gemma2_defaults_and_llama_ignores_windows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        let overrides = vec![
+            ("block_count", Value::U32(46)),
+            ("attention.key_length", Value::U32(8)),
+        ];
+        write_tiny_with(&path, "gemma2", 10, overrides);
+        let cfg = GgufFile::open(&path).unwrap().config().unwrap();
+        assert_eq!(
+            (cfg.sliding_window, cfg.sliding_window_pattern),
+            (Some(4), Some(2))
+        );
+        assert!(cfg.is_sliding(0) && !cfg.is_sliding(1) && cfg.is_sliding(2));
+        assert_eq!(
+            (cfg.attn_softcap, cfg.final_softcap),
+            (Some(50.0), Some(30.0))
+        );
+        assert_eq!(cfg.rope_base_local, Some(cfg.rope_base));
+        // 46 blocks is the 27B model: q·k scaled by 1/sqrt(hidden / heads), not 1/sqrt(key_length).
+        assert_eq!(cfg.attn_scale, 1.0 / 4f32.sqrt());
+        write_tiny(&path, "llama", 10);
+        let cfg = GgufFile::open(&path).unwrap().config().unwrap();
+        assert_eq!(
+            (cfg.sliding_window, cfg.attn_softcap, cfg.embed_scale),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn out_of_range_fields_name_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("odd.gguf");
+        let s = |v: &str| Value::String(v.to_string());
+        // (architecture, metadata overrides, the key the error must name)
+        type Case = (&'static str, Vec<(&'static str, Value)>, &'static str);
+        let cases: Vec<Case> = vec![
+            (
+                "llama",
+                vec![("block_count", Value::U32(0))],
+                "llama.block_count",
+            ),
+            (
+                "llama",
+                vec![("attention.head_count_kv", Value::U32(3))],
+                "llama.attention.head_count_kv",
+            ),
+            (
+                "qwen2",
+                vec![("attention.key_length", Value::U32(5))],
+                "qwen2.attention.key_length",
+            ),
+            (
+                "llama",
+                vec![("rope.dimension_count", Value::U32(2))],
+                "llama.rope.dimension_count",
+            ),
+            (
+                "llama",
+                vec![("rope.scaling.type", s("yarn"))],
+                "llama.rope.scaling.type",
+            ),
+            (
+                "gemma2",
+                vec![("attn_logit_softcapping", Value::F32(-1.0))],
+                "gemma2.attn_logit_softcapping",
+            ),
+            (
+                "gemma2",
+                vec![("attention.sliding_window", Value::U32(0))],
+                "gemma2.attention.sliding_window",
+            ),
+            (
+                "gemma",
+                vec![("attention.layer_norm_rms_epsilon", Value::F32(f32::NAN))],
+                "gemma.attention.layer_norm_rms_epsilon",
+            ),
+        ];
+        for (arch, overrides, key) in cases {
+            write_tiny_with(&path, arch, 10, overrides);
+            let err = GgufFile::open(&path)
+                .unwrap()
+                .config()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("odd.gguf")
+                    && err.contains(&format!("`{key}`"))
+                    && !err.contains('\n'),
+                "{err}"
+            );
+        }
     }
 
     #[test]

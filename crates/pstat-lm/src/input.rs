@@ -4,7 +4,6 @@
 //! as upstream).
 
 use crate::chat::{ChatError, ChatTemplate, Message};
-use crate::gguf::GgufFile;
 use crate::runtime::{LanguageModel, LmError};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use std::ops::Range;
@@ -28,11 +27,11 @@ pub struct StatementEncoder {
 }
 
 impl StatementEncoder {
-    /// Chat format when the model's GGUF carries a chat template, plain otherwise.
+    /// Chat format when the model (GGUF or Hugging Face folder) has a chat template, plain
+    /// otherwise.
     pub fn for_model(lm: &LanguageModel) -> Result<Self, InputError> {
-        let gguf = GgufFile::open(lm.path())?;
-        let tokenizer = Tokenizer::from_gguf(&gguf)?;
-        let chat = match ChatTemplate::from_gguf(&gguf, &tokenizer) {
+        let tokenizer = Tokenizer::load(lm.path())?;
+        let chat = match ChatTemplate::load(lm.path(), &tokenizer) {
             Ok(t) => Some(t),
             Err(ChatError::NoTemplate(_)) => None,
             Err(e) => return Err(e.into()),

@@ -51,6 +51,12 @@ pub struct ModelSpec {
     pub kind: ModelKind,
     /// `general.architecture` of the file.
     pub arch: &'static str,
+    /// Model family (SmolLM, Gemma, ...).
+    pub family: &'static str,
+    /// Stored type of the weight matrices.
+    pub weight_type: &'static str,
+    /// Decoder blocks.
+    pub n_layers: usize,
     /// File name in the cache.
     pub file_name: &'static str,
     /// sha256 of the assembled GGUF, lower-case hex.
@@ -66,6 +72,9 @@ pub const MODELS: &[ModelSpec] = &[
         name: "smollm2-135m-instruct",
         kind: ModelKind::Chat,
         arch: "llama",
+        family: "SmolLM",
+        weight_type: "Q4_1",
+        n_layers: 30,
         file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         licence: "Apache-2.0",
@@ -79,6 +88,9 @@ pub const MODELS: &[ModelSpec] = &[
         name: "gemma-3-270m",
         kind: ModelKind::Base,
         arch: "gemma3",
+        family: "Gemma",
+        weight_type: "Q4_K_M",
+        n_layers: 18,
         file_name: "gemma-3-270m-q4_k_m.gguf",
         sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         licence: "Gemma Terms of Use",
@@ -115,7 +127,7 @@ pub fn find(name: &str) -> Option<&'static ModelSpec> {
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     #[error(
-        "`{0}` is neither a known model ({known}) nor an existing .gguf file",
+        "`{0}` is neither a known model ({known}) nor an existing GGUF file or Hugging Face folder",
         known = MODELS.iter().map(|m| m.name).collect::<Vec<_>>().join(", ")
     )]
     Unknown(String),
@@ -258,14 +270,25 @@ impl Cache {
         self.dir.join(spec.file_name)
     }
 
-    /// A model name is pulled if needed; anything else must be an existing file.
+    /// A model name is pulled if needed; anything else must be an existing GGUF file or
+    /// Hugging Face folder.
     pub fn resolve(&self, name_or_path: &str) -> Result<PathBuf, RegistryError> {
+        self.source(name_or_path).map(|s| s.path().to_path_buf())
+    }
+
+    /// What `name_or_path` names, pulling a registry model if needed.
+    pub fn source(&self, name_or_path: &str) -> Result<ModelSource, RegistryError> {
         if let Some(spec) = find(name_or_path) {
-            return self.pull(spec);
+            return Ok(ModelSource::Registry {
+                spec,
+                path: self.pull(spec)?,
+            });
         }
         let path = PathBuf::from(name_or_path);
         if path.is_file() {
-            Ok(path)
+            Ok(ModelSource::Gguf(path))
+        } else if crate::hf::is_folder(&path) {
+            Ok(ModelSource::HfFolder(path))
         } else {
             Err(RegistryError::Unknown(name_or_path.to_string()))
         }
@@ -399,7 +422,45 @@ impl Cache {
 
 /// Resolves `name_or_path` against the cache named by the environment.
 pub fn resolve(name_or_path: &str) -> Result<PathBuf, RegistryError> {
-    Cache::from_env()?.resolve(name_or_path)
+    ModelSource::resolve(name_or_path).map(|s| s.path().to_path_buf())
+}
+
+/// What a `--model` value (or a run config's `models` entry) names: a registry model, a GGUF
+/// file or a Hugging Face folder. Every loader ([`crate::LanguageModel::load`],
+/// [`crate::tokenizer::Tokenizer::load`], [`crate::chat::ChatTemplate::load`]) takes its
+/// [`ModelSource::path`].
+#[derive(Debug, Clone)]
+pub enum ModelSource {
+    /// A registry model, pulled into the cache.
+    Registry {
+        spec: &'static ModelSpec,
+        path: PathBuf,
+    },
+    Gguf(PathBuf),
+    HfFolder(PathBuf),
+}
+
+impl ModelSource {
+    /// Resolves `name_or_path` against the cache named by the environment: a registry name is
+    /// pulled if needed, a file is taken as GGUF, a directory as a Hugging Face folder.
+    pub fn resolve(name_or_path: &str) -> Result<Self, RegistryError> {
+        Cache::from_env()?.source(name_or_path)
+    }
+
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Registry { path, .. } | Self::Gguf(path) | Self::HfFolder(path) => path,
+        }
+    }
+
+    /// `registry`, `gguf` or `hf`.
+    pub fn format(&self) -> &'static str {
+        match self {
+            Self::Registry { .. } => "registry",
+            Self::Gguf(_) => "gguf",
+            Self::HfFolder(_) => "hf",
+        }
+    }
 }
 
 /// A fresh work directory inside the cache (same file system, so the final rename is atomic).
@@ -660,4 +721,151 @@ mod tests {
             "{err}"
         );
     }
+}
+
+/// What `pstat models list` shows about a model.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ModelInfo {
+    /// Registry name, or the path given.
+    pub name: String,
+    pub family: String,
+    /// GGUF `general.architecture` (a Hugging Face folder: that of its conversion).
+    pub arch: String,
+    /// Stored type of the weight matrices (`Q4_K`, `bf16`, ...).
+    pub weight_type: String,
+    pub layers: usize,
+    pub kind: ModelKind,
+    /// `registry`, `gguf`, `hf` or `paper` (a Table A3 model, not local).
+    pub format: &'static str,
+    /// Path in the cache or on disk, the Hugging Face repository of a paper model, or "not
+    /// pulled".
+    pub location: String,
+    /// The paper's veracity layers (City, Medical, Word) when the model is one of Table A3's.
+    pub paper_layers: Option<[usize; 3]>,
+}
+
+/// Family of a model from its name.
+pub fn family_of(name: &str) -> &'static str {
+    let lower = name.to_lowercase();
+    [
+        ("smollm", "SmolLM"),
+        ("gemma", "Gemma"),
+        ("mistral", "Mistral"),
+        ("qwen", "Qwen"),
+        ("llama", "Llama"),
+    ]
+    .into_iter()
+    .find(|(key, _)| lower.contains(key))
+    .map_or("other", |(_, family)| family)
+}
+
+/// The registry models (with where the cache holds them) and the paper's Table A3 models.
+pub fn catalog(cache: &Cache) -> Vec<ModelInfo> {
+    let mut out: Vec<ModelInfo> = MODELS
+        .iter()
+        .map(|spec| {
+            let path = cache.path_of(spec);
+            ModelInfo {
+                name: spec.name.to_string(),
+                family: spec.family.to_string(),
+                arch: spec.arch.to_string(),
+                weight_type: spec.weight_type.to_string(),
+                layers: spec.n_layers,
+                kind: spec.kind,
+                format: "registry",
+                location: if path.is_file() {
+                    path.display().to_string()
+                } else {
+                    format!("not pulled (pstat models pull {})", spec.name)
+                },
+                paper_layers: None,
+            }
+        })
+        .collect();
+    out.extend(crate::paper::PAPER_MODELS.iter().map(|m| ModelInfo {
+        name: m.short_name.to_string(),
+        family: m.family().to_string(),
+        arch: m.arch.to_string(),
+        // Not local: the type is whatever a download holds.
+        weight_type: "-".to_string(),
+        layers: m.n_layers,
+        kind: if m.chat {
+            ModelKind::Chat
+        } else {
+            ModelKind::Base
+        },
+        format: "paper",
+        location: format!("https://huggingface.co/{}", m.repo),
+        paper_layers: Some(m.layers),
+    }));
+    out
+}
+
+/// Describes the model `name` resolved to (a GGUF file or Hugging Face folder) from its
+/// metadata.
+pub fn describe(name: &str, source: &ModelSource) -> Result<ModelInfo, crate::LmError> {
+    use crate::model::ModelError;
+    let path = source.path();
+    let (config, own_name, weight_type, chat) = match source {
+        ModelSource::HfFolder(dir) => {
+            let folder = crate::hf::HfFolder::open(dir)?;
+            let config = folder.metadata().config().map_err(ModelError::from)?;
+            let name = folder
+                .metadata()
+                .opt_str("general.name")
+                .map_err(ModelError::from)?
+                .map(str::to_string);
+            let tokenizer_config = dir.join(crate::hf::TOKENIZER_CONFIG);
+            let chat = dir.join(crate::hf::CHAT_TEMPLATE).is_file()
+                || (tokenizer_config.is_file()
+                    && crate::hf::read_json(&tokenizer_config)?
+                        .get("chat_template")
+                        .is_some_and(|t| !t.is_null()));
+            (config, name, folder.weight_type().to_string(), chat)
+        }
+        _ => {
+            let file = crate::GgufFile::open(path).map_err(ModelError::from)?;
+            let config = file.config().map_err(ModelError::from)?;
+            let name = file
+                .opt_str("general.name")
+                .map_err(ModelError::from)?
+                .map(str::to_string);
+            let weight = ["blk.0.ffn_down.weight", "token_embd.weight"]
+                .into_iter()
+                .find_map(|t| file.content().tensor_infos.get(t))
+                .map_or("-".to_string(), |info| format!("{:?}", info.ggml_dtype));
+            let chat = file
+                .opt_str("tokenizer.chat_template")
+                .map_err(ModelError::from)?
+                .is_some();
+            (config, name, weight, chat)
+        }
+    };
+    let identity = crate::paper::Identity::of(path, &config);
+    let paper = crate::paper::recognise(&identity);
+    let family = paper.map_or_else(
+        || {
+            family_of(&format!(
+                "{} {}",
+                own_name.as_deref().unwrap_or(""),
+                path.display()
+            ))
+        },
+        |m| m.family(),
+    );
+    Ok(ModelInfo {
+        name: name.to_string(),
+        family: family.to_string(),
+        arch: config.arch.gguf_name().to_string(),
+        weight_type,
+        layers: config.n_layers,
+        kind: if chat {
+            ModelKind::Chat
+        } else {
+            ModelKind::Base
+        },
+        format: source.format(),
+        location: path.display().to_string(),
+        paper_layers: paper.map(|m| m.layers),
+    })
 }

@@ -3,6 +3,7 @@
 //! prefix. Batching is internal: sequences are packed into forward passes of bounded size.
 
 use crate::gguf::{GgufFile, ModelConfig};
+use crate::hf::{self, HfError, HfFolder};
 use crate::memory::{self, MemoryEstimate};
 use crate::model::{FinalRows, ForwardPlan, Model, ModelError, PrefixCache};
 use sha2::{Digest, Sha256};
@@ -18,6 +19,8 @@ pub(crate) const ROWS_PER_HEAD: usize = 64;
 pub enum LmError {
     #[error(transparent)]
     Model(#[from] ModelError),
+    #[error(transparent)]
+    Hf(#[from] HfError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -77,9 +80,19 @@ pub struct LanguageModel {
 }
 
 impl LanguageModel {
-    /// Loads a GGUF file (weight matrices kept in their stored types), after checking that
-    /// it fits in the memory available.
+    /// Loads a GGUF file or a Hugging Face folder (weight matrices kept in their stored types);
+    /// a GGUF file after checking that it fits in the memory available.
     pub fn load(path: &Path) -> Result<Self, LmError> {
+        if hf::is_folder(path) {
+            let mut folder = HfFolder::open(path)?;
+            let config = folder.metadata().config().map_err(ModelError::from)?;
+            let model = Model::load_from(config, folder.tensors())?;
+            return Ok(Self {
+                model,
+                path: path.to_path_buf(),
+                sha256: files_sha256(&folder.files())?,
+            });
+        }
         let file = GgufFile::open(path).map_err(ModelError::from)?;
         let config = file.config().map_err(ModelError::from)?;
         if let Some(available) = memory::available() {
@@ -114,7 +127,8 @@ impl LanguageModel {
         &self.path
     }
 
-    /// Hex sha256 of the GGUF file.
+    /// Hex sha256 of the GGUF file; for a Hugging Face folder, of the list of its files' names
+    /// and sha256s (config, tokenizer, weights).
     pub fn sha256(&self) -> &str {
         &self.sha256
     }
@@ -402,6 +416,16 @@ pub(crate) fn batches(sequences: &[Vec<u32>]) -> Vec<Vec<&[u32]>> {
         rows += seq.len();
     }
     out
+}
+
+/// sha256 of the lines `<file name> <sha256>` of `files`, in order.
+fn files_sha256(files: &[PathBuf]) -> Result<String, LmError> {
+    let mut listing = String::new();
+    for file in files {
+        let name = file.file_name().unwrap_or_default().to_string_lossy();
+        listing.push_str(&format!("{name} {}\n", file_sha256(file)?));
+    }
+    Ok(hex::encode(Sha256::digest(listing.as_bytes())))
 }
 
 fn file_sha256(path: &Path) -> Result<String, LmError> {

@@ -2,14 +2,14 @@
 //! Trilemma-of-Truth repository), exactly as the upstream notes §4.2–4.8 describe:
 //! standardize → cap bags to 10 instances keeping the known positives → η → stage 1 sMIL QP
 //! on positive-bag means → select positive instances → stage 2 single-instance SVM with C/N →
-//! unit-norm w and the midpoint bias. Deviations from upstream are listed in DEVIATIONS.md.
+//! unit-norm w and the midpoint bias. Deviations from upstream are listed in docs/deviations.md.
 
 use crate::bags::TrainingSet;
 use crate::error::{ProbeError, Result, invalid};
 use crate::linalg::{dot, norm};
 use crate::probe::{ProbeKind, ProbeParams, TrainedProbe};
 use crate::qp::{DualProblem, Tolerance, solve};
-use crate::search::search_c;
+use crate::search::{one_se_choice, search_c};
 use crate::standardize::Standardizer;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -58,7 +58,9 @@ impl SawMilParams {
         self
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Check the settings (for a config validated before any work starts; every fit checks
+    /// them too).
+    pub fn validate(&self) -> Result<()> {
         let bad_c = |c: f64| !(c.is_finite() && c > 0.0);
         if let Some(c) = self.c.filter(|&c| bad_c(c)) {
             return invalid(format!("C must be positive and finite, got {c}"));
@@ -103,13 +105,6 @@ impl SawMilParams {
     pub fn fit_report(&self, set: &TrainingSet) -> Result<SawMilReport> {
         self.validate()?;
         set.require_both_classes("sAwMIL")?;
-        let (c, search) = match self.c {
-            Some(c) => (c, None),
-            None => {
-                let s = search_c(set, self)?;
-                (s.chosen, Some(s))
-            }
-        };
         let scaler = Standardizer::fit((0..set.len()).map(|i| set.bags.bag(i)), set.bags.dim());
         let prepared = PreparedBags::new(
             set,
@@ -118,7 +113,31 @@ impl SawMilParams {
             self.train_bag_limit,
             self.seed,
         );
-        let fit = prepared.fit(c, self)?;
+        let (fit, c, search) = match self.c {
+            Some(c) => (prepared.fit(c, self)?, c, None),
+            None => {
+                let mut s = search_c(set, self)?;
+                loop {
+                    // A C that fit every fold can still be degenerate on the whole training set:
+                    // skip it too and take the next choice of the rule.
+                    match prepared.fit(s.chosen, self) {
+                        Ok(fit) => break (fit, s.chosen, Some(s)),
+                        Err(ProbeError::Degenerate(why)) => {
+                            let failed = s.chosen;
+                            if let Some(score) = s.scores.iter_mut().find(|x| x.c == failed) {
+                                score.degenerate = Some(format!("whole training set: {why}"));
+                            }
+                            s.chosen = one_se_choice(&s.scores).ok_or_else(|| {
+                            ProbeError::Degenerate(format!(
+                                "every C of the grid gives a degenerate fit (last tried C = {failed}: {why})"
+                            ))
+                        })?;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        };
         Ok(SawMilReport {
             probe: TrainedProbe {
                 kind: ProbeKind::SawMil,
@@ -439,6 +458,43 @@ mod tests {
         assert_eq!(
             (0..40).filter(|&k| sel[k]).collect::<Vec<_>>(),
             vec![38, 39]
+        );
+    }
+
+    /// Positive bags whose every instance is shifted (no instance-level signal for stage 2):
+    /// w = 0 is optimal at some C on some folds. The search skips those C values, says which,
+    /// and the chosen C fits the whole training set.
+    #[test]
+    fn c_search_skips_degenerate_c_values_and_says_which() {
+        use crate::bags::Bags;
+        let (n_bags, dim, size) = (10, 4, 5);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut values = Vec::new();
+        let mut offsets = vec![0];
+        let mut labels = Vec::new();
+        for b in 0..n_bags {
+            let y: i8 = if b % 2 == 0 { 1 } else { -1 };
+            for _ in 0..size {
+                for j in 0..dim {
+                    let shift = if j == 0 { 3.0 * f32::from(y) } else { 0.0 };
+                    values.push(rng.random::<f32>() - 0.5 + shift);
+                }
+            }
+            offsets.push(offsets.last().unwrap() + size);
+            labels.push(y);
+        }
+        let set = TrainingSet::with_last_known(Bags::new(dim, values, offsets).unwrap(), labels, 2)
+            .unwrap();
+        let report = SawMilParams::default().fit_report(&set).unwrap();
+        let search = report.search.unwrap();
+        let skipped: Vec<f64> = search.skipped().map(|(c, _)| c).collect();
+        assert!(!skipped.is_empty(), "{search:?}");
+        assert!(!skipped.contains(&search.chosen));
+        assert_eq!(report.probe.c, Some(search.chosen));
+        assert!(
+            search
+                .skipped()
+                .all(|(_, why)| why.contains("w = 0 is optimal"))
         );
     }
 

@@ -1,6 +1,8 @@
 //! Choosing sAwMIL's C: k-fold CV on average precision with the one-standard-error rule
 //! (notes §4.9), with upstream's two leaks fixed: each fold's scaler is fit on that fold's
-//! training bags only, and CV fits the same mean-embedding stage 1 as the final fit.
+//! training bags only, and CV fits the same mean-embedding stage 1 as the final fit. A C whose
+//! fit is degenerate on any fold (no direction: w = 0 optimal, or no support vector of a class)
+//! is skipped, and named in the result, instead of being scored as a constant predictor.
 
 use crate::bags::TrainingSet;
 use crate::error::{ProbeError, Result};
@@ -20,12 +22,24 @@ pub struct CvScore {
     pub mean: f64,
     /// Population std of the fold scores / √folds.
     pub se: f64,
+    /// Why this C was skipped: the first fold whose fit was degenerate, and the reason. Its
+    /// `fold_ap`, `mean` and `se` are then meaningless (empty and NaN).
+    pub degenerate: Option<String>,
 }
 
 #[derive(Debug, Clone)]
 pub struct CSearch {
     pub scores: Vec<CvScore>,
     pub chosen: f64,
+}
+
+impl CSearch {
+    /// The C values skipped because their fit was degenerate, with the reason.
+    pub fn skipped(&self) -> impl Iterator<Item = (f64, &str)> {
+        self.scores
+            .iter()
+            .filter_map(|s| s.degenerate.as_deref().map(|why| (s.c, why)))
+    }
 }
 
 /// KFold(shuffle=True) folds: a seeded permutation cut into `k` contiguous parts, the first
@@ -46,18 +60,22 @@ pub fn kfold(n: usize, k: usize, seed: u64) -> Vec<(Vec<usize>, Vec<usize>)> {
         .collect()
 }
 
-/// One-SE rule: the first C in grid order whose mean beats (best mean − SE of the best);
-/// the best itself if none does (e.g. SE = 0).
-pub fn one_se_choice(scores: &[CvScore]) -> f64 {
-    let best = scores
+/// One-SE rule over the C values that were not skipped: the first in grid order whose mean
+/// beats (best mean − SE of the best); the best itself if none does (e.g. SE = 0). `None` when
+/// every C was skipped.
+pub fn one_se_choice(scores: &[CvScore]) -> Option<f64> {
+    let usable: Vec<&CvScore> = scores.iter().filter(|s| s.degenerate.is_none()).collect();
+    let best = usable
         .iter()
-        .enumerate()
-        .fold(0, |b, (i, s)| if s.mean > scores[b].mean { i } else { b });
-    let threshold = scores[best].mean - scores[best].se;
-    scores
-        .iter()
-        .find(|s| s.mean > threshold)
-        .map_or(scores[best].c, |s| s.c)
+        .copied()
+        .reduce(|b, s| if s.mean > b.mean { s } else { b })?;
+    let threshold = best.mean - best.se;
+    Some(
+        usable
+            .iter()
+            .find(|s| s.mean > threshold)
+            .map_or(best.c, |s| s.c),
+    )
 }
 
 /// The 3 × 5 CV fits are independent and deterministic (each seeded from `params.seed`), so
@@ -91,16 +109,35 @@ pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
     let tasks: Vec<(usize, usize)> = (0..params.c_grid.len())
         .flat_map(|ci| (0..cv_folds.len()).map(move |j| (ci, j)))
         .collect();
-    let aps: Vec<f64> = tasks
+    let aps: Vec<FoldResult> = tasks
         .par_iter()
         .map(|&(ci, j)| cv_folds[j].average_precision(params.c_grid[ci], params))
         .collect::<Result<_>>()?;
-    let fold_ap: Vec<Vec<f64>> = aps.chunks(folds.len()).map(<[f64]>::to_vec).collect();
     let scores: Vec<CvScore> = params
         .c_grid
         .iter()
-        .zip(fold_ap)
-        .map(|(&c, fold_ap)| {
+        .zip(aps.chunks(folds.len()))
+        .map(|(&c, results)| {
+            let degenerate = results.iter().enumerate().find_map(|(j, r)| match r {
+                FoldResult::Degenerate(why) => Some(format!("fold {j}: {why}")),
+                FoldResult::Ap(_) => None,
+            });
+            let fold_ap: Vec<f64> = results
+                .iter()
+                .filter_map(|r| match r {
+                    FoldResult::Ap(ap) => Some(*ap),
+                    FoldResult::Degenerate(_) => None,
+                })
+                .collect();
+            if degenerate.is_some() {
+                return CvScore {
+                    c,
+                    fold_ap: Vec::new(),
+                    mean: f64::NAN,
+                    se: f64::NAN,
+                    degenerate,
+                };
+            }
             let k = fold_ap.len() as f64;
             let mean = fold_ap.iter().sum::<f64>() / k;
             let std = (fold_ap.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / k).sqrt();
@@ -109,11 +146,27 @@ pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
                 mean,
                 se: std / k.sqrt(),
                 fold_ap,
+                degenerate: None,
             }
         })
         .collect();
-    let chosen = one_se_choice(&scores);
+    let Some(chosen) = one_se_choice(&scores) else {
+        let reasons: Vec<String> = scores
+            .iter()
+            .map(|s| format!("C = {}: {}", s.c, s.degenerate.as_deref().unwrap_or("")))
+            .collect();
+        return Err(ProbeError::Degenerate(format!(
+            "every C of the grid gives a degenerate fit ({})",
+            reasons.join("; ")
+        )));
+    };
     Ok(CSearch { scores, chosen })
+}
+
+/// A fold's fit at one C: its held-out average precision, or why there is no fit.
+enum FoldResult {
+    Ap(f64),
+    Degenerate(String),
 }
 
 /// One CV fold: its training bags prepared for fitting, their scaler, and the held-out bags.
@@ -125,34 +178,34 @@ struct CvFold {
 }
 
 impl CvFold {
-    /// Average precision on the held-out bags of a fit at `c`. A degenerate fit (w = 0) scores
-    /// every bag the same; its AP is the prevalence.
-    fn average_precision(&self, c: f64, params: &SawMilParams) -> Result<f64> {
-        let scores: Vec<f64> = match self.prepared.fit(c, params) {
-            Ok(fit) => {
-                let probe = TrainedProbe {
-                    kind: ProbeKind::SawMil,
-                    direction: fit.direction,
-                    bias: fit.bias,
-                    scaler: self.scaler.clone(),
-                    c: Some(c),
-                    eta: Some(self.prepared.eta),
-                };
-                probe
-                    .scores(&self.held_out.bags)
-                    .into_iter()
-                    .map(f64::from)
-                    .collect()
-            }
-            Err(ProbeError::Degenerate(_)) => vec![0.0; self.held_out.len()],
+    /// Average precision on the held-out bags of a fit at `c`, or why the fit is degenerate.
+    fn average_precision(&self, c: f64, params: &SawMilParams) -> Result<FoldResult> {
+        let fit = match self.prepared.fit(c, params) {
+            Ok(fit) => fit,
+            Err(ProbeError::Degenerate(why)) => return Ok(FoldResult::Degenerate(why)),
             Err(e) => return Err(e),
         };
-        average_precision(&scores, &self.held_out.labels).ok_or_else(|| {
-            ProbeError::Invalid(format!(
-                "C search fold {}: no positive bags held out",
-                self.index
-            ))
-        })
+        let probe = TrainedProbe {
+            kind: ProbeKind::SawMil,
+            direction: fit.direction,
+            bias: fit.bias,
+            scaler: self.scaler.clone(),
+            c: Some(c),
+            eta: Some(self.prepared.eta),
+        };
+        let scores: Vec<f64> = probe
+            .scores(&self.held_out.bags)
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        average_precision(&scores, &self.held_out.labels)
+            .map(FoldResult::Ap)
+            .ok_or_else(|| {
+                ProbeError::Invalid(format!(
+                    "C search fold {}: no positive bags held out",
+                    self.index
+                ))
+            })
     }
 }
 
@@ -181,12 +234,26 @@ mod tests {
             fold_ap: vec![],
             mean,
             se,
+            degenerate: None,
         };
         assert_eq!(
             one_se_choice(&[s(0.05, 0.80, 0.0), s(0.1, 0.86, 0.0), s(1.0, 0.90, 0.05)]),
-            0.1
+            Some(0.1)
         );
         // SE = 0: nothing strictly beats the best mean minus 0 → the best.
-        assert_eq!(one_se_choice(&[s(0.05, 0.80, 0.0), s(1.0, 0.90, 0.0)]), 1.0);
+        assert_eq!(
+            one_se_choice(&[s(0.05, 0.80, 0.0), s(1.0, 0.90, 0.0)]),
+            Some(1.0)
+        );
+        // A degenerate C is never chosen, however it would score.
+        let skipped = CvScore {
+            degenerate: Some("fold 0: w = 0".into()),
+            ..s(0.05, 0.99, 0.0)
+        };
+        assert_eq!(
+            one_se_choice(&[skipped.clone(), s(1.0, 0.90, 0.0)]),
+            Some(1.0)
+        );
+        assert_eq!(one_se_choice(&[skipped]), None);
     }
 }

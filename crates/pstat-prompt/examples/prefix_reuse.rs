@@ -13,7 +13,7 @@ use pstat_lm::LanguageModel;
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::scoring::render;
 use pstat_prompt::{
-    BaselineContext, ContextSpec, Draw, EncodedPrompts, OptionScorer, OptionTokens, PromptFormat,
+    Baseline, ContextSpec, Draw, EncodedPrompts, OptionScorer, OptionTokens, PromptFormat,
     TrainingPool,
 };
 use std::time::Instant;
@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pool = TrainingPool::new(Domain::CityLocations, &datasets, &splits)?;
     let spec = ContextSpec {
         k: 100,
-        baseline: BaselineContext::Empty,
+        baseline: Baseline::Empty,
         seed: 42,
         allow_fewer: false,
     };

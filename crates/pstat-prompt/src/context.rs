@@ -15,36 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::fmt;
 
-/// Which context the baseline Θ0 gets: none (the paper), or K True training statements
-/// (Appendix G's alternative baseline).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BaselineContext {
-    Empty,
-    True,
-}
-
-impl BaselineContext {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BaselineContext::Empty => "empty",
-            BaselineContext::True => "true",
-        }
-    }
-}
-
-impl std::str::FromStr for BaselineContext {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "empty" => Ok(BaselineContext::Empty),
-            "true" => Ok(BaselineContext::True),
-            other => Err(format!(
-                "unknown baseline `{other}` (expected empty or true)"
-            )),
-        }
-    }
-}
+pub use pstat_tables::Baseline;
 
 /// One context draw of a condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,7 +137,7 @@ impl<'a> TrainingPool<'a> {
         condition: &Condition,
         draw: Draw,
     ) -> Result<BeliefContext, PromptError> {
-        let source = if condition.is_baseline() && spec.baseline == BaselineContext::True {
+        let source = if condition.is_baseline() && spec.baseline == Baseline::True {
             ContextSource::Kinds {
                 kinds: vec![Kind::True],
             }
@@ -230,7 +201,7 @@ impl<'a> TrainingPool<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContextSpec {
     pub k: usize,
-    pub baseline: BaselineContext,
+    pub baseline: Baseline,
     pub seed: u64,
     /// Use every candidate when a condition has fewer than K (recorded in the context).
     pub allow_fewer: bool,
@@ -261,7 +232,7 @@ mod tests {
     fn spec(k: usize) -> ContextSpec {
         ContextSpec {
             k,
-            baseline: BaselineContext::Empty,
+            baseline: Baseline::Empty,
             seed: 7,
             allow_fewer: false,
         }
@@ -328,7 +299,7 @@ mod tests {
                 .is_empty()
         );
         let alt = ContextSpec {
-            baseline: BaselineContext::True,
+            baseline: Baseline::True,
             ..spec(4)
         };
         let ctx = pool.draw(&alt, base, Draw::Main).unwrap();

@@ -3,9 +3,9 @@
 
 use crate::error::PromptError;
 use crate::scoring::{EncodedPrompts, OptionProbs, OptionScorer, OptionTokens, PromptCodec};
+use pstat_lm::LanguageModel;
 use pstat_lm::chat::{ChatError, ChatTemplate, Message};
 use pstat_lm::tokenizer::Tokenizer;
-use pstat_lm::{GgufFile, LanguageModel};
 use std::path::Path;
 
 /// Statements per scoring call: the granularity of progress reports (the runtime packs each
@@ -26,9 +26,8 @@ impl EmbeddedCodec {
             what: origin.clone(),
             message: e.to_string(),
         };
-        let gguf = GgufFile::open(path).map_err(|e| lm(&e))?;
-        let tokenizer = Tokenizer::from_gguf(&gguf).map_err(|e| lm(&e))?;
-        let chat = match ChatTemplate::from_gguf(&gguf, &tokenizer) {
+        let tokenizer = Tokenizer::load(path).map_err(|e| lm(&e))?;
+        let chat = match ChatTemplate::load(path, &tokenizer) {
             Ok(t) => Some(t),
             Err(ChatError::NoTemplate(_)) => None,
             Err(e) => return Err(lm(&e)),

@@ -25,7 +25,7 @@ pub mod template;
 #[cfg(test)]
 mod testdata;
 
-pub use context::{BaselineContext, BeliefContext, ContextSpec, Draw, TrainingPool};
+pub use context::{Baseline, BeliefContext, ContextSpec, Draw, TrainingPool};
 pub use error::PromptError;
 pub use record::Judgment;
 pub use scoring::{Answer, EncodedPrompts, OptionProbs, OptionScorer, OptionTokens, PromptCodec};

@@ -1,14 +1,15 @@
 //! One behavioral study of a (model, domain, format, K, baseline): every unit (condition ×
 //! draw) scored against its shared prefix, stored, then compared with the baseline.
 
-use crate::context::{BaselineContext, BeliefContext, ContextSpec, Draw, TrainingPool};
+use crate::context::{Baseline, BeliefContext, ContextSpec, Draw, TrainingPool};
 use crate::error::PromptError;
 use crate::record::{Judgment, UnitFiles, UnitMeta, ids_sha256};
 use crate::scoring::{EncodedPrompts, OptionScorer, PromptCodec, render};
-use crate::tables::{AnswerRow, ResampleRow};
+use crate::tables::{AnswerRow, ResampleRow, answer_row, resample_rows};
 use crate::template::PromptFormat;
 use pstat_data::{Condition, ConditionSet, Domain, Statement};
-use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare};
+use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
+use pstat_tables::{Instantiation, Probe};
 use std::path::PathBuf;
 
 /// What one study computes.
@@ -93,7 +94,7 @@ impl StudySpec {
 
     /// The empty-context baseline does not depend on K, so one unit serves every K.
     fn is_empty_baseline(&self, condition: &Condition) -> bool {
-        condition.is_baseline() && self.context.baseline == BaselineContext::Empty
+        condition.is_baseline() && self.context.baseline == Baseline::Empty
     }
 
     fn unit_files(&self, condition: &Condition, draw: Draw) -> UnitFiles {
@@ -224,23 +225,28 @@ pub fn summarize(
         let key = RowKey {
             model: spec.model.clone(),
             domain: spec.domain.to_string(),
-            instantiation: "behavioral".into(),
-            probe: "prompt".into(),
+            instantiation: Instantiation::Behavioral,
+            probe: Probe::Prompt,
             k: Some(spec.context.k),
-            baseline: Some(spec.context.baseline.as_str().into()),
-            format: Some(spec.format.as_str().into()),
+            baseline: Some(spec.context.baseline),
+            format: Some(spec.format),
             layer: None,
             condition: unit.condition.clone(),
             resample: unit.draw.resample_column(),
         };
-        stability.push(StabilityRow::new(key, &cmp, bootstrap));
+        let size = unit.context.ids.len();
+        stability.push(StabilityRow {
+            context_size: Some(size),
+            short_context: Some(size < spec.context.k),
+            ..stability_row(key, &cmp, bootstrap)
+        });
     }
     let answers = units
         .iter()
         .enumerate()
-        .map(|(i, u)| AnswerRow::new(spec, u, i == 0))
+        .map(|(i, u)| answer_row(spec, u, i == 0))
         .collect();
-    let resamples = ResampleRow::from_units(spec, units, &stability);
+    let resamples = resample_rows(spec, units, &stability);
     Ok(Summary {
         stability,
         answers,
@@ -261,7 +267,7 @@ mod tests {
             format: PromptFormat::Chat,
             context: ContextSpec {
                 k: 4,
-                baseline: BaselineContext::Empty,
+                baseline: Baseline::Empty,
                 seed: 3,
                 allow_fewer: false,
             },
@@ -306,6 +312,10 @@ mod tests {
         assert_eq!((fictional.n_baseline_true, fictional.retractions), (3, 1));
         assert_eq!(fictional.retraction_rate, Some(1.0 / 3.0));
         assert_eq!(fictional.flag.as_deref(), Some("small_baseline"));
+        assert_eq!(
+            (fictional.context_size, fictional.short_context),
+            (Some(4), Some(false))
+        );
         let synthetic = summary
             .stability
             .iter()
@@ -354,5 +364,46 @@ mod tests {
         )
         .unwrap();
         assert_eq!(scorer.calls, 21 + 20);
+    }
+
+    #[test]
+    fn a_context_short_of_k_is_an_error_or_a_flagged_row() {
+        let (data, splits) = datasets_and_splits();
+        let pool = TrainingPool::new(Domain::CityLocations, &data, &splits).unwrap();
+        let test: Vec<&Statement> = data[0]
+            .of_kind(Kind::True)
+            .filter(|s| splits[0].test.contains(&s.id))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = spec(dir.path(), 0);
+        spec.shuffle_control = false;
+        // Four training statements per kind: a Synthetic (TF) context of 6 is short.
+        spec.context.k = 6;
+        let conditions = ConditionSet::paper();
+        let mut scorer = FakeScorer { calls: 0 };
+        let mut run = |spec: &StudySpec| {
+            run_units(
+                spec,
+                &conditions,
+                &pool,
+                &test,
+                &CharCodec,
+                &mut scorer,
+                &mut Silent,
+            )
+        };
+        assert!(run(&spec).is_err(), "allow_fewer is off");
+        spec.context.allow_fewer = true;
+        let units = run(&spec).unwrap();
+        let summary = summarize(&spec, &units, Bootstrap::default()).unwrap();
+        let synthetic = summary
+            .stability
+            .iter()
+            .find(|r| r.condition == "synthetic_tf")
+            .unwrap();
+        assert_eq!(
+            (synthetic.k, synthetic.context_size, synthetic.short_context),
+            (Some(6), Some(4), Some(true))
+        );
     }
 }

@@ -15,10 +15,6 @@
 //! the whole text as one string. The prompt ends without a trailing space so that the answer
 //! letter is free to come with or without its leading space (both are scored).
 
-use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
-
 pub const QUESTION: &str = "Is the following statement correct?";
 /// The three option lines, in label order.
 pub const OPTION_LINES: [&str; 3] = [
@@ -31,44 +27,7 @@ pub const LABELS: [&str; 3] = ["a", "b", "c"];
 /// The last line: plain prompts end with it, chat prompts prefill it as the assistant's turn.
 pub const PREFILL: &str = "The final answer is";
 
-/// How a prompt reaches the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PromptFormat {
-    /// User turn + assistant prefill through the model's chat template (the paper's choice for
-    /// chat-tuned models).
-    Chat,
-    /// The whole text as one string after the tokenizer's usual BOS.
-    Plain,
-}
-
-impl PromptFormat {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PromptFormat::Chat => "chat",
-            PromptFormat::Plain => "plain",
-        }
-    }
-}
-
-impl fmt::Display for PromptFormat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for PromptFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "chat" => Ok(PromptFormat::Chat),
-            "plain" => Ok(PromptFormat::Plain),
-            other => Err(format!(
-                "unknown prompt format `{other}` (expected chat or plain)"
-            )),
-        }
-    }
-}
+pub use pstat_tables::PromptFormat;
 
 /// The user turn: context lines, the question, the statement and the three options, joined by
 /// single newlines (no trailing newline).

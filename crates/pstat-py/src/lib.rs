@@ -12,7 +12,7 @@ use pstat_probe::search::CSearch;
 use pstat_probe::{
     Bags, MassMeanParams, ProbeKind, ProbeParams, SawMilParams, TrainedProbe, TrainingSet,
 };
-use pstat_stability::{BeliefComparison, Bootstrap, RowKey, StabilityRow};
+use pstat_stability::{BeliefComparison, Bootstrap, RowKey, stability_row};
 use pyo3::exceptions::{PyAttributeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -629,7 +629,7 @@ fn stability<'py>(
         perturbed,
     };
     let row = py.detach(|| {
-        StabilityRow::new(
+        stability_row(
             RowKey::default(),
             &comparison,
             Bootstrap { resamples, seed },

@@ -4,86 +4,37 @@
 
 use crate::error::ReportError;
 use crate::tables::KindCell;
-use pstat_stability::StabilityRow;
+use pstat_tables::TableError;
+pub use pstat_tables::{
+    AnswerRow, BigramDistanceRow, BigramRankRow, ClusterRow, Decisions, DistanceRow,
+    FamiliarityRow, LayerChoice, StabilityRow, Table, ThemeRow,
+};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 
-/// `familiarity.csv`: mean object-token probability per (model, domain, kind) (Tables A6–A8).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct FamiliarityRow {
-    pub model: String,
-    pub domain: String,
-    pub kind: String,
-    pub n: usize,
-    pub mean_object_token_prob: f64,
-    pub lo: Option<f64>,
-    pub hi: Option<f64>,
-}
-
-/// `distances.csv`: mean within-group Euclidean distance per (model, domain, kind) (Fig. 2d).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct DistanceRow {
-    pub model: String,
-    pub domain: String,
-    pub kind: String,
-    pub n_pairs: usize,
-    pub mean_distance: f64,
-    pub lo: Option<f64>,
-    pub hi: Option<f64>,
-}
-
-impl FamiliarityRow {
-    pub fn cell(&self) -> KindCell<'_> {
-        KindCell {
-            model: &self.model,
-            domain: &self.domain,
-            kind: &self.kind,
-            value: self.mean_object_token_prob,
-            lo: self.lo,
-            hi: self.hi,
-        }
+/// A (model, domain, kind) value with its interval, from `familiarity.csv` (Tables A6–A8).
+pub fn familiarity_cell(r: &FamiliarityRow) -> KindCell<'_> {
+    KindCell {
+        model: &r.model,
+        domain: &r.domain,
+        kind: &r.kind,
+        value: r.mean_object_token_prob,
+        lo: Some(r.lo),
+        hi: Some(r.hi),
     }
 }
 
-impl DistanceRow {
-    pub fn cell(&self) -> KindCell<'_> {
-        KindCell {
-            model: &self.model,
-            domain: &self.domain,
-            kind: &self.kind,
-            value: self.mean_distance,
-            lo: self.lo,
-            hi: self.hi,
-        }
+/// A (model, domain, kind) value with its interval, from `distances.csv` (Fig. 2d).
+pub fn distance_cell(r: &DistanceRow) -> KindCell<'_> {
+    KindCell {
+        model: &r.model,
+        domain: &r.domain,
+        kind: &r.kind,
+        value: r.mean_distance,
+        lo: Some(r.lo),
+        hi: Some(r.hi),
     }
-}
-
-/// `bigram_rank_frequency.csv` (written by `pstat data bigrams`): one point of a curve.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct BigramRankRow {
-    pub domain: String,
-    pub kind: String,
-    pub rank: usize,
-    pub frequency: f64,
-}
-
-/// `bigram_distances.csv`: Jensen–Shannon distance between two kinds' bigram distributions.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct BigramDistanceRow {
-    pub domain: String,
-    pub kind_a: String,
-    pub kind_b: String,
-    pub js_distance: f64,
-}
-
-/// `clusters.csv`: the cluster of each retracted statement (−1 = noise).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ClusterMember {
-    pub model: String,
-    pub domain: String,
-    pub statement_id: String,
-    pub cluster: i32,
 }
 
 /// The parts of `clusters/<model>/<domain>/result.json` the report shows.
@@ -100,54 +51,6 @@ pub struct ClusterResult {
     pub embedding_2d: Vec<[f64; 2]>,
 }
 
-/// `themes.csv`: the labeler's answer per cluster.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ThemeRow {
-    pub model: String,
-    pub domain: String,
-    pub cluster: i32,
-    pub cluster_label: String,
-    pub shared_cluster_pattern: String,
-    pub retraction_hypothesis: String,
-}
-
-/// `answers.csv`: how often each option was chosen (counts or fractions; the report shows shares).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct AnswerRow {
-    pub model: String,
-    pub domain: String,
-    pub condition: String,
-    pub format: Option<String>,
-    pub k: Option<usize>,
-    pub n: usize,
-    pub a: f64,
-    pub b: f64,
-    pub c: f64,
-    /// `empty` or `true` (absent in older runs).
-    #[serde(default)]
-    pub baseline: Option<String>,
-    /// `small_baseline` on a baseline unit with too few True beliefs.
-    #[serde(default)]
-    pub flag: Option<String>,
-}
-
-/// One entry of `layers.json`: the veracity layer chosen for a (model, domain).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct LayerChoice {
-    pub model: String,
-    pub domain: String,
-    pub veracity_layer: usize,
-    pub criterion: String,
-    #[serde(default)]
-    pub scores: Vec<LayerScore>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct LayerScore {
-    pub layer: usize,
-    pub auc: f64,
-}
-
 /// The contents of a run folder.
 #[derive(Debug, Clone, Default)]
 pub struct RunData {
@@ -158,11 +61,12 @@ pub struct RunData {
     pub distances: Option<Vec<DistanceRow>>,
     pub bigram_curves: Option<Vec<BigramRankRow>>,
     pub bigram_distances: Option<Vec<BigramDistanceRow>>,
-    pub cluster_members: Option<Vec<ClusterMember>>,
+    pub cluster_members: Option<Vec<ClusterRow>>,
     pub cluster_results: Vec<ClusterResult>,
     pub themes: Option<Vec<ThemeRow>>,
     pub answers: Option<Vec<AnswerRow>>,
     pub manifest: Option<serde_json::Value>,
+    pub decisions: Option<Decisions>,
 }
 
 impl RunData {
@@ -176,36 +80,43 @@ impl RunData {
                 "missing: a run folder needs at least stability.csv",
             ));
         }
-        let stability = pstat_stability::read_csv(&stability_path)
-            .map_err(|message| ReportError::input(&stability_path, message))?;
         Ok(RunData {
             dir: dir.to_path_buf(),
-            stability,
-            layers: read_json_opt(&dir.join("layers.json"))?,
-            familiarity: read_csv_opt(&dir.join("familiarity.csv"))?,
-            distances: read_csv_opt(&dir.join("distances.csv"))?,
-            bigram_curves: read_csv_opt(&dir.join("bigram_rank_frequency.csv"))?,
-            bigram_distances: read_csv_opt(&dir.join("bigram_distances.csv"))?,
-            cluster_members: read_csv_opt(&dir.join("clusters.csv"))?,
+            stability: pstat_tables::read_table(dir).map_err(input)?,
+            layers: read_json_opt(&dir.join(pstat_tables::LAYERS_FILE))?,
+            familiarity: read_table_opt(dir)?,
+            distances: read_table_opt(dir)?,
+            bigram_curves: read_table_opt(dir)?,
+            bigram_distances: read_table_opt(dir)?,
+            cluster_members: read_table_opt(dir)?,
             cluster_results: read_cluster_results(&dir.join("clusters"))?,
-            themes: read_csv_opt(&dir.join("themes.csv"))?,
-            answers: read_csv_opt(&dir.join("answers.csv"))?,
+            themes: read_table_opt(dir)?,
+            answers: read_table_opt(dir)?,
             manifest: read_json_opt(&dir.join("manifest.json"))?,
+            decisions: read_json_opt(&dir.join(pstat_tables::DECISIONS_FILE))?,
         })
     }
 }
 
-fn read_csv_opt<T: DeserializeOwned>(path: &Path) -> Result<Option<Vec<T>>, ReportError> {
-    if !path.is_file() {
-        return Ok(None);
+fn input(e: TableError) -> ReportError {
+    match e {
+        TableError::Io { path, source } => ReportError::io(path, source),
+        TableError::Format {
+            path,
+            line,
+            message,
+        } => ReportError::input(
+            path,
+            match line {
+                Some(line) => format!("line {line}: {message}"),
+                None => message,
+            },
+        ),
     }
-    let mut reader = csv::Reader::from_path(path).map_err(|e| ReportError::input(path, e))?;
-    reader
-        .deserialize()
-        .enumerate()
-        .map(|(i, row)| row.map_err(|e| ReportError::input(path, format!("line {}: {e}", i + 2))))
-        .collect::<Result<Vec<T>, _>>()
-        .map(Some)
+}
+
+fn read_table_opt<T: Table>(dir: &Path) -> Result<Option<Vec<T>>, ReportError> {
+    pstat_tables::read_table_opt(dir).map_err(input)
 }
 
 fn read_json_opt<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportError> {

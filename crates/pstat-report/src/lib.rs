@@ -19,10 +19,12 @@ mod tables;
 
 pub use error::ReportError;
 pub use inputs::RunData;
+pub use summary::PAIRS;
 
 use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, stability_figure};
 use html::Section;
-use inputs::{DistanceRow, FamiliarityRow};
+use inputs::{distance_cell, familiarity_cell};
+use pstat_tables::Probe;
 use select::{
     BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, behavioral_variants,
     representational, sawmil_layer_offsets,
@@ -58,8 +60,8 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     };
 
     let behavioral = behavioral_main(&data);
-    let sawmil = representational(&data, &layers, "sawmil");
-    let mass_mean = representational(&data, &layers, "mass_mean");
+    let sawmil = representational(&data, &layers, Probe::Sawmil);
+    let mass_mean = representational(&data, &layers, Probe::MassMean);
 
     let mut summary = Section::new(
         "summary",
@@ -121,7 +123,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     }
     match &data.distances {
         Some(rows) => {
-            let cells: Vec<KindCell> = rows.iter().map(DistanceRow::cell).collect();
+            let cells: Vec<KindCell> = rows.iter().map(distance_cell).collect();
             render(figures::fig2_distances(&cells), &mut familiarity)?;
             familiarity.tables.extend(kind_tables(
                 "table_distances",
@@ -134,7 +136,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     }
     match &data.familiarity {
         Some(rows) => {
-            let cells: Vec<KindCell> = rows.iter().map(FamiliarityRow::cell).collect();
+            let cells: Vec<KindCell> = rows.iter().map(familiarity_cell).collect();
             render(figures::familiarity_figure(&cells), &mut familiarity)?;
             familiarity.tables.extend(kind_tables(
                 "table_familiarity",

@@ -9,6 +9,7 @@ use crate::inputs::RunData;
 use crate::names::paper_conditions;
 use pstat_stability::belief::percentile;
 use pstat_stability::{MIN_BASELINE_TRUE, StabilityRow};
+use pstat_tables::{Baseline, Instantiation, Probe, PromptFormat};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub const BEHAVIORAL: &str = "behavioral";
@@ -71,7 +72,7 @@ impl VeracityLayers {
                 .insert((c.model.clone(), c.domain.clone()), c.veracity_layer);
         }
         let mut present: BTreeMap<(String, String), BTreeSet<usize>> = BTreeMap::new();
-        for r in point_rows(data).filter(|r| r.instantiation == REPRESENTATIONAL) {
+        for r in point_rows(data).filter(|r| r.instantiation == Instantiation::Representational) {
             if let Some(layer) = r.layer {
                 present
                     .entry((r.model.clone(), r.domain.clone()))
@@ -107,45 +108,62 @@ pub struct Selection<'a> {
 /// A (model, domain) pair, borrowed from the run's rows.
 type Cell<'a> = (&'a str, &'a str);
 
-/// The prompt format of each (model, domain)'s main behavioral results, by the run's `auto`
-/// rule: chat (the paper prompts chat models in chat) unless its empty-context baseline holds
+/// The prompt format of each (model, domain)'s main behavioral results: the one the run chose
+/// (`decisions.json`) where it prompted in one format only, else by the run's `auto` rule: chat (the paper prompts chat models in chat) unless its empty-context baseline holds
 /// fewer than [`MIN_BASELINE_TRUE`] True beliefs and the plain format was run. A small chat
 /// model can answer "c" to every chat-formatted question (SmolLM2-135M: B_true = 0), and rates
 /// against an empty belief set say nothing. Returns the choice and the cells where a too-small
 /// chat baseline was passed over (seen in `stability.csv`, or in `answers.csv` when `auto`
 /// ran only the chat baseline).
-fn preferred_formats(data: &RunData) -> (BTreeMap<Cell<'_>, Option<String>>, BTreeSet<Cell<'_>>) {
-    let mut present: BTreeMap<Cell, BTreeSet<Option<String>>> = BTreeMap::new();
+fn preferred_formats(
+    data: &RunData,
+) -> (BTreeMap<Cell<'_>, Option<PromptFormat>>, BTreeSet<Cell<'_>>) {
+    let mut present: BTreeMap<Cell, BTreeSet<Option<PromptFormat>>> = BTreeMap::new();
     let mut small_chat: BTreeSet<Cell> = BTreeSet::new();
-    for r in point_rows(data).filter(|r| r.instantiation == BEHAVIORAL) {
+    for r in point_rows(data).filter(|r| r.instantiation == Instantiation::Behavioral) {
         let cell = (r.model.as_str(), r.domain.as_str());
-        if r.format.as_deref() == Some("chat")
+        if r.format == Some(PromptFormat::Chat)
             && is_empty_baseline(r)
             && r.n_baseline_true < MIN_BASELINE_TRUE
         {
             small_chat.insert(cell);
         }
-        present.entry(cell).or_default().insert(r.format.clone());
+        present.entry(cell).or_default().insert(r.format);
     }
     for a in data.answers.iter().flatten() {
-        if a.format.as_deref() == Some("chat")
-            && a.baseline.as_deref() != Some("true")
+        if a.format == PromptFormat::Chat
+            && a.baseline != Baseline::True
             && a.flag.as_deref() == Some("small_baseline")
         {
             small_chat.insert((a.model.as_str(), a.domain.as_str()));
         }
     }
-    let chat = Some("chat".to_string());
-    let plain = Some("plain".to_string());
+    // The run's own choice, where it made one (`auto`), wins over the rule below.
+    let decided: BTreeMap<Cell, PromptFormat> = data
+        .decisions
+        .iter()
+        .flat_map(|d| &d.formats)
+        .filter_map(|d| match d.formats.as_slice() {
+            [only] => Some(((d.model.as_str(), d.domain.as_str()), *only)),
+            _ => None,
+        })
+        .collect();
+    let chat = Some(PromptFormat::Chat);
+    let plain = Some(PromptFormat::Plain);
     let mut passed_over = BTreeSet::new();
     let preferred = present
         .into_iter()
         .map(|(cell, formats)| {
-            let format = if small_chat.contains(&cell) && formats.contains(&plain) {
+            let format = if let Some(&format) = decided.get(&cell) {
+                if format == PromptFormat::Plain && small_chat.contains(&cell) {
+                    passed_over.insert(cell);
+                }
+                Some(format)
+            } else if small_chat.contains(&cell) && formats.contains(&plain) {
                 passed_over.insert(cell);
-                plain.clone()
+                plain
             } else if formats.contains(&chat) {
-                chat.clone()
+                chat
             } else {
                 formats.into_iter().next().flatten()
             };
@@ -156,16 +174,16 @@ fn preferred_formats(data: &RunData) -> (BTreeMap<Cell<'_>, Option<String>>, BTr
 }
 
 fn is_empty_baseline(r: &StabilityRow) -> bool {
-    r.baseline.as_deref().is_none_or(|b| b == "empty")
+    r.baseline.is_none_or(|b| b == Baseline::Empty)
 }
 
 /// Behavioral rows in each (model, domain)'s preferred format (every K and baseline).
 fn behavioral_rows<'a>(
     data: &'a RunData,
-    formats: &BTreeMap<Cell, Option<String>>,
+    formats: &BTreeMap<Cell, Option<PromptFormat>>,
 ) -> Vec<&'a StabilityRow> {
     point_rows(data)
-        .filter(|r| r.instantiation == BEHAVIORAL)
+        .filter(|r| r.instantiation == Instantiation::Behavioral)
         .filter(|r| formats.get(&(r.model.as_str(), r.domain.as_str())) == Some(&r.format))
         .collect()
 }
@@ -182,7 +200,10 @@ pub fn behavioral_main(data: &RunData) -> Selection<'_> {
         .into_iter()
         .filter(|r| is_empty_baseline(r) && r.k == main_k)
         .collect();
-    let formats: BTreeSet<&str> = rows.iter().filter_map(|r| r.format.as_deref()).collect();
+    let formats: BTreeSet<&str> = rows
+        .iter()
+        .filter_map(|r| r.format.map(PromptFormat::as_str))
+        .collect();
     let mut description = format!(
         "prompting with a belief context of K = {} statements against the empty-context baseline ({} format)",
         main_k.map_or("?".to_string(), |k| k.to_string()),
@@ -213,18 +234,16 @@ pub fn behavioral_main(data: &RunData) -> Selection<'_> {
 pub fn representational<'a>(
     data: &'a RunData,
     layers: &VeracityLayers,
-    probe: &str,
+    probe: Probe,
 ) -> Selection<'a> {
     let rows: Vec<&StabilityRow> = point_rows(data)
-        .filter(|r| r.instantiation == REPRESENTATIONAL && r.probe == probe)
+        .filter(|r| r.instantiation == Instantiation::Representational && r.probe == probe)
         .filter(|r| r.layer.is_some() && r.layer == layers.get(&r.model, &r.domain))
         .collect();
-    let probe_name = if probe == "sawmil" {
-        "sAwMIL"
-    } else if probe == "mass_mean" {
-        "Mass-Mean"
-    } else {
-        probe
+    let probe_name = match probe {
+        Probe::Sawmil => "sAwMIL",
+        Probe::MassMean => "Mass-Mean",
+        Probe::Prompt => "prompt",
     };
     let mut description =
         format!("the {probe_name} probe retrained under each condition at the veracity layer");
@@ -242,9 +261,9 @@ pub fn behavioral_variants(data: &RunData) -> Vec<(String, &StabilityRow)> {
             .into_iter()
             .map(|r| {
                 let k = r.k.unwrap_or(0);
-                let baseline = r.baseline.as_deref().unwrap_or("empty");
+                let baseline = r.baseline.unwrap_or(Baseline::Empty);
                 let label = format!("K = {k}, {baseline} baseline");
-                ((k, baseline != "empty"), label, r)
+                ((k, baseline != Baseline::Empty), label, r)
             })
             .collect();
     out.sort_by_key(|(key, _, _)| *key);
@@ -257,7 +276,7 @@ pub fn sawmil_layer_offsets<'a>(
     layers: &VeracityLayers,
 ) -> Vec<(i64, &'a StabilityRow)> {
     let mut out: Vec<(i64, &StabilityRow)> = point_rows(data)
-        .filter(|r| r.instantiation == REPRESENTATIONAL && r.probe == "sawmil")
+        .filter(|r| r.instantiation == Instantiation::Representational && r.probe == Probe::Sawmil)
         .filter_map(|r| {
             let l = layers.get(&r.model, &r.domain)?;
             Some((r.layer? as i64 - l as i64, r))
@@ -307,16 +326,7 @@ mod tests {
         RunData {
             dir: "run".into(),
             stability: rows,
-            layers: None,
-            familiarity: None,
-            distances: None,
-            bigram_curves: None,
-            bigram_distances: None,
-            cluster_members: None,
-            cluster_results: Vec::new(),
-            themes: None,
-            answers: None,
-            manifest: None,
+            ..RunData::default()
         }
     }
 
@@ -324,11 +334,11 @@ mod tests {
         StabilityRow {
             model: "m".into(),
             domain: domain.into(),
-            instantiation: BEHAVIORAL.into(),
-            probe: "prompt".into(),
+            instantiation: Instantiation::Behavioral,
+            probe: Probe::Prompt,
             k: Some(100),
-            baseline: Some("empty".into()),
-            format: Some(format.into()),
+            baseline: Some(Baseline::Empty),
+            format: Some(format.parse().unwrap()),
             condition: "synthetic_tf".into(),
             n_baseline_true,
             n_baseline_not_true: 100 - n_baseline_true,
@@ -344,8 +354,8 @@ mod tests {
         ]);
         let cell = |d: &'static str| ("m", d);
         assert_eq!(
-            preferred_formats(&usable).0[&cell("city")].as_deref(),
-            Some("chat")
+            preferred_formats(&usable).0[&cell("city")],
+            Some(PromptFormat::Chat)
         );
         assert!(!behavioral_main(&usable).description.contains("plain"));
 
@@ -357,13 +367,13 @@ mod tests {
             behavioral("word", "plain", 10),
         ]);
         let (formats, passed_over) = preferred_formats(&empty_chat);
-        assert_eq!(formats[&cell("word")].as_deref(), Some("plain"));
+        assert_eq!(formats[&cell("word")], Some(PromptFormat::Plain));
         assert_eq!(passed_over.len(), 2);
         let main = behavioral_main(&empty_chat);
         assert!(
             main.rows
                 .iter()
-                .all(|r| r.format.as_deref() == Some("plain"))
+                .all(|r| r.format == Some(PromptFormat::Plain))
         );
         assert!(
             main.description.contains("True beliefs: m (city, word)"),
@@ -379,19 +389,21 @@ mod tests {
         auto.answers = Some(vec![crate::inputs::AnswerRow {
             model: "m".into(),
             domain: "city".into(),
+            format: PromptFormat::Chat,
+            k: 100,
+            baseline: Baseline::Empty,
             condition: "baseline".into(),
-            format: Some("chat".into()),
-            k: Some(100),
+            draw: "main".into(),
             n: 100,
-            a: 0.0,
-            b: 0.0,
-            c: 100.0,
-            baseline: Some("empty".into()),
+            a: 0,
+            b: 0,
+            c: 100,
+            mean_leftover: 0.0,
             flag: Some("small_baseline".into()),
         }]);
         let (formats, passed_over) = preferred_formats(&auto);
-        assert_eq!(formats[&cell("city")].as_deref(), Some("plain"));
-        assert_eq!(formats[&cell("word")].as_deref(), Some("chat"));
+        assert_eq!(formats[&cell("city")], Some(PromptFormat::Plain));
+        assert_eq!(formats[&cell("word")], Some(PromptFormat::Chat));
         assert_eq!(passed_over.into_iter().collect::<Vec<_>>(), [cell("city")]);
         assert_eq!(behavioral_main(&auto).rows.len(), 2);
     }

@@ -9,6 +9,7 @@ use crate::names::{
 use crate::select::{Measure, Selection, median};
 use crate::tables::Table;
 use pstat_stability::{MIN_BASELINE_TRUE, StabilityRow};
+use pstat_tables::{Baseline, Instantiation, Probe, PromptFormat};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -31,11 +32,11 @@ pub const PAIRS: [(&str, &str); 4] = [
 type CellKey = (
     String,
     String,
-    String,
-    String,
+    Instantiation,
+    Probe,
     Option<usize>,
-    Option<String>,
-    Option<String>,
+    Option<Baseline>,
+    Option<PromptFormat>,
     Option<usize>,
 );
 
@@ -45,11 +46,11 @@ fn cells<'a>(rows: &[&'a StabilityRow]) -> BTreeMap<CellKey, BTreeMap<&'a str, &
         let key = (
             r.model.clone(),
             r.domain.clone(),
-            r.instantiation.clone(),
-            r.probe.clone(),
+            r.instantiation,
+            r.probe,
             r.k,
-            r.baseline.clone(),
-            r.format.clone(),
+            r.baseline,
+            r.format,
             r.layer,
         );
         out.entry(key).or_default().insert(r.condition.as_str(), r);
@@ -347,10 +348,10 @@ pub fn flagged_baselines(data: &RunData) -> Finding {
         .iter()
         .filter(|r| r.flag.as_deref() == Some("small_baseline"))
     {
-        let mut what = vec![r.instantiation.clone(), r.probe.clone()];
+        let mut what = vec![r.instantiation.to_string(), r.probe.to_string()];
         what.extend(r.k.map(|k| format!("K = {k}")));
-        what.extend(r.baseline.clone().map(|b| format!("{b} baseline")));
-        what.extend(r.format.clone());
+        what.extend(r.baseline.map(|b| format!("{b} baseline")));
+        what.extend(r.format.map(|f| f.to_string()));
         what.extend(r.layer.map(|l| format!("layer {l}")));
         seen.insert(
             format!(

@@ -3,7 +3,7 @@
 //! distributions, clusters and themes.
 
 use crate::inputs::{
-    AnswerRow, BigramDistanceRow, ClusterMember, ClusterResult, LayerChoice, ThemeRow,
+    AnswerRow, BigramDistanceRow, ClusterResult, ClusterRow, LayerChoice, ThemeRow,
 };
 use crate::names::{
     condition_order, condition_title, domain_order, domain_title, kind_order, kind_title,
@@ -223,7 +223,8 @@ pub fn layers_table(layers: &[LayerChoice]) -> Table {
                     .scores
                     .iter()
                     .find(|s| s.layer == c.veracity_layer)
-                    .map_or("–".into(), |s| format!("{:.3}", s.auc));
+                    .and_then(|s| s.auc)
+                    .map_or("–".into(), |auc| format!("{auc:.3}"));
                 vec![
                     c.model.clone(),
                     domain_title(&c.domain),
@@ -238,8 +239,7 @@ pub fn layers_table(layers: &[LayerChoice]) -> Table {
     }
 }
 
-/// Shares of options a / b / c; `answers.csv` may hold counts or fractions, so shares are
-/// taken of a + b + c.
+/// Shares of options a / b / c of the statements asked.
 pub fn answers_table(rows: &[AnswerRow]) -> Table {
     let mut sorted: Vec<&AnswerRow> = rows.iter().collect();
     sorted.sort_by(|a, b| {
@@ -249,9 +249,9 @@ pub fn answers_table(rows: &[AnswerRow]) -> Table {
             .then(condition_order(&a.condition, &b.condition))
             .then(a.k.cmp(&b.k))
     });
-    let share = |x: f64, total: f64| {
-        if total > 0.0 {
-            format!("{:.1}%", 100.0 * x / total)
+    let share = |x: usize, total: usize| {
+        if total > 0 {
+            format!("{:.1}%", 100.0 * x as f64 / total as f64)
         } else {
             "–".into()
         }
@@ -269,8 +269,8 @@ pub fn answers_table(rows: &[AnswerRow]) -> Table {
                     r.model.clone(),
                     domain_title(&r.domain),
                     condition_title(&r.condition),
-                    r.format.clone().unwrap_or_default(),
-                    r.k.map_or(String::new(), |k| k.to_string()),
+                    r.format.to_string(),
+                    r.k.to_string(),
                     r.n.to_string(),
                     share(r.a, total),
                     share(r.b, total),
@@ -284,7 +284,7 @@ pub fn answers_table(rows: &[AnswerRow]) -> Table {
 
 /// Per (model, domain): statements clustered, clusters, noise points, and the chosen
 /// configuration with its Algorithm 1 score.
-pub fn clusters_table(members: &[ClusterMember], results: &[ClusterResult]) -> Table {
+pub fn clusters_table(members: &[ClusterRow], results: &[ClusterResult]) -> Table {
     let mut keys: Vec<(String, String)> = members
         .iter()
         .map(|m| (m.model.clone(), m.domain.clone()))

@@ -2,17 +2,18 @@
 
 use crate::belief::percentile;
 use crate::table::StabilityRow;
+use pstat_tables::{Baseline, Instantiation, Probe, PromptFormat};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AggregateRow {
     pub domain: String,
-    pub instantiation: String,
-    pub probe: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
     pub k: Option<usize>,
-    pub baseline: Option<String>,
-    pub format: Option<String>,
+    pub baseline: Option<Baseline>,
+    pub format: Option<PromptFormat>,
     pub condition: String,
     pub n_models: usize,
     pub retraction_rate_median: Option<f64>,
@@ -29,22 +30,22 @@ pub struct AggregateRow {
 pub fn aggregate_across_models(rows: &[StabilityRow]) -> Vec<AggregateRow> {
     type Key = (
         String,
-        String,
-        String,
+        Instantiation,
+        Probe,
         Option<usize>,
-        Option<String>,
-        Option<String>,
+        Option<Baseline>,
+        Option<PromptFormat>,
         String,
     );
     let mut groups: BTreeMap<Key, Vec<&StabilityRow>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.resample.is_none()) {
         let key = (
             r.domain.clone(),
-            r.instantiation.clone(),
-            r.probe.clone(),
+            r.instantiation,
+            r.probe,
             r.k,
-            r.baseline.clone(),
-            r.format.clone(),
+            r.baseline,
+            r.format,
             r.condition.clone(),
         );
         groups.entry(key).or_default().push(r);
@@ -101,11 +102,11 @@ mod tests {
     fn median_and_quartiles_skip_undefined_rates() {
         let base = StabilityRow {
             domain: "d".into(),
-            instantiation: "behavioral".into(),
-            probe: "prompt".into(),
+            instantiation: Instantiation::Behavioral,
+            probe: Probe::Prompt,
             k: Some(100),
-            baseline: Some("empty".into()),
-            format: Some("chat".into()),
+            baseline: Some(Baseline::Empty),
+            format: Some(PromptFormat::Chat),
             condition: "noise".into(),
             n_baseline_true: 10,
             ..StabilityRow::default()

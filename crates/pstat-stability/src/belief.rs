@@ -12,6 +12,12 @@ pub enum StabilityError {
     MissingJudgment { which: &'static str, id: String },
     #[error("no held-out True statements to evaluate")]
     NoHeldOut,
+    #[error("the two perturbations were not judged on the same held-out statements and baseline")]
+    NotPaired,
+    #[error("no held-out statement is believed at baseline: retraction rates are undefined")]
+    NoBaselineTrue,
+    #[error("invalid bootstrap: {0}")]
+    InvalidBootstrap(String),
 }
 
 /// A rate with its bootstrap interval; `None` where the denominator is empty.
@@ -26,6 +32,25 @@ pub struct Rate {
 pub struct Bootstrap {
     pub resamples: usize,
     pub seed: u64,
+}
+
+impl Bootstrap {
+    /// A bootstrap of `resamples` draws; zero resamples would leave every interval empty.
+    pub fn new(resamples: usize, seed: u64) -> Result<Self, StabilityError> {
+        let bootstrap = Bootstrap { resamples, seed };
+        bootstrap.validate()?;
+        Ok(bootstrap)
+    }
+
+    /// Check the settings (for a config validated before any work starts).
+    pub fn validate(&self) -> Result<(), StabilityError> {
+        if self.resamples == 0 {
+            return Err(StabilityError::InvalidBootstrap(
+                "bootstrap_resamples must be at least 1 (0 leaves every interval empty)".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for Bootstrap {
@@ -256,6 +281,17 @@ mod tests {
             Rate::default(),
             "no baseline Not True statements: ρ_E undefined"
         );
+    }
+
+    #[test]
+    fn zero_resamples_are_refused() {
+        let err = Bootstrap::new(0, 42).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("bootstrap_resamples must be at least 1")
+        );
+        assert!(matches!(err, StabilityError::InvalidBootstrap(_)));
+        assert_eq!(Bootstrap::new(1000, 42).unwrap(), Bootstrap::default());
     }
 
     #[test]

@@ -65,14 +65,28 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
         });
     };
     let x = load_matrix(input, &args.tensor)?;
+    if x.rows() == 0 {
+        anyhow::bail!(
+            "{}: tensor `{}` has no points",
+            input.display(),
+            args.tensor
+        );
+    }
     let grid = Grid::default();
+    let result = run_grid(&x, &grid, args.seed);
+    if let Some(reason) = &result.no_structure {
+        eprintln!(
+            "{}: no structure to cluster ({reason}); every point is labelled noise",
+            input.display()
+        );
+    }
     let output = ClusterOutput {
         input: input.display().to_string(),
         tensor: &args.tensor,
         n_points: x.rows(),
         n_dims: x.cols(),
         grid: &grid,
-        result: run_grid(&x, &grid, args.seed),
+        result,
     };
     match &args.out {
         Some(path) => pstat_data::artifact::write_json_atomic(path, &output)

@@ -8,13 +8,13 @@
 use anyhow::{Context, bail};
 use clap::Args;
 use pstat_data::activations::Precision;
+use pstat_lm::LanguageModel;
 use pstat_lm::tokenizer::Tokenizer;
-use pstat_lm::{GgufFile, LanguageModel};
 use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct HiddenArgs {
-    /// A registry model name (`pstat models list`) or a path to a GGUF file.
+    /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder.
     #[arg(long)]
     model: String,
     /// Comma-separated layers: 0 = embeddings, i = output of decoder block i.
@@ -42,7 +42,7 @@ pub fn run(args: HiddenArgs) -> anyhow::Result<()> {
             lm.n_layers()
         );
     }
-    let tokenizer = Tokenizer::from_gguf(&GgufFile::open(&path)?)?;
+    let tokenizer = Tokenizer::load(&path)?;
     let text = std::fs::read_to_string(&args.input)
         .with_context(|| format!("reading {}", args.input.display()))?;
     let (ids, sequences): (Vec<String>, Vec<Vec<u32>>) = text

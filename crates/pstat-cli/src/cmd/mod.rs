@@ -6,6 +6,7 @@ pub mod hidden;
 pub mod models;
 pub mod prompt;
 pub mod report;
+pub mod run;
 pub mod sawmil;
 pub mod score;
 pub mod stage;

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Subcommand;
-use pstat_lm::registry::{self, Cache, RegistryError};
+use pstat_lm::registry::{self, Cache, ModelSource, RegistryError};
 
 #[derive(Subcommand)]
 pub enum ModelsCommand {
@@ -12,8 +12,16 @@ pub enum ModelsCommand {
         /// Registry name, e.g. smollm2-135m-instruct or gemma-3-270m.
         name: String,
     },
-    /// The registry models and what the cache holds ($PSTAT_HOME/models): size, sha256, verified.
-    List,
+    /// The registry models (pulled or not), the paper's Table A3 models and any local GGUF
+    /// files or Hugging Face folders given: family, architecture, weight type, layers, chat or
+    /// base, and where each lives.
+    List {
+        /// GGUF files or Hugging Face folders to describe as well.
+        models: Vec<String>,
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(command: ModelsCommand) -> anyhow::Result<()> {
@@ -27,26 +35,34 @@ pub fn run(command: ModelsCommand) -> anyhow::Result<()> {
             println!("{name}: {}", path.display());
             Ok(())
         }
-        ModelsCommand::List => {
+        ModelsCommand::List { models, json } => {
+            let mut infos = registry::catalog(&cache);
+            for name in &models {
+                let source = ModelSource::resolve(name)?;
+                infos.push(registry::describe(name, &source)?);
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&infos)?);
+                return Ok(());
+            }
             println!("cache: {}", cache.dir().display());
             let cached = cache.list();
-            for spec in registry::MODELS {
-                let kind = format!("{:?}", spec.kind).to_lowercase();
-                match cached.iter().find(|c| c.name == spec.name) {
-                    Some(c) => println!(
-                        "{}\t{kind}\t{:.1} MB\tsha256 {}\t{}\t{}",
-                        spec.name,
-                        c.bytes as f64 / 1e6,
-                        c.sha256.as_deref().unwrap_or("-"),
-                        if c.verified {
-                            "verified"
-                        } else {
-                            "NOT verified (run `pstat models pull` to check it)"
-                        },
-                        c.path.display()
-                    ),
-                    None => println!("{}\t{kind}\tnot pulled", spec.name),
-                }
+            println!("name\tfamily\tarch\tweights\tlayers\tkind\tpaper layers C/M/W\tlocation");
+            for info in &infos {
+                let kind = format!("{:?}", info.kind).to_lowercase();
+                let paper = info
+                    .paper_layers
+                    .map_or("-".to_string(), |[c, m, w]| format!("{c}/{m}/{w}"));
+                let verified = match cached.iter().find(|c| c.name == info.name) {
+                    Some(c) if !c.verified => {
+                        " (NOT verified: run `pstat models pull` to check it)"
+                    }
+                    _ => "",
+                };
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{kind}\t{paper}\t{}{verified}",
+                    info.name, info.family, info.arch, info.weight_type, info.layers, info.location
+                );
             }
             Ok(())
         }

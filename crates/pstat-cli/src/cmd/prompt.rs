@@ -7,25 +7,24 @@
 
 use anyhow::{Context, bail};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use pstat_data::{
     ConditionSet, DataRoot, Domain, Kind, SplitConfig, load_all, split::exclusive_split,
 };
 use pstat_http::HttpOptions;
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::{ServerConfig, ServerScorer};
-use pstat_prompt::tables::{upsert_answers, upsert_resamples};
 use pstat_prompt::{
-    BaselineContext, ContextSpec, OptionScorer, OptionTokens, Progress, PromptFormat, StudySpec,
-    TrainingPool, run_units, summarize,
+    Baseline, ContextSpec, OptionScorer, OptionTokens, PromptFormat, StudySpec, TrainingPool,
+    run_units, summarize,
 };
 use pstat_stability::Bootstrap;
 use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct PromptArgs {
-    /// A registry model name (`pstat models list`) or a path to a GGUF file. With --backend it
-    /// supplies the tokenizer and chat template and must be the model the server runs.
+    /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder. With
+    /// --backend it supplies the tokenizer and chat template and must be the model the server
+    /// runs.
     #[arg(long)]
     model: String,
     /// city_locations, med_indications or word_definitions.
@@ -36,7 +35,7 @@ pub struct PromptArgs {
     k: usize,
     /// Baseline context: `empty` (the paper) or `true` (K True training statements, App. G).
     #[arg(long, default_value = "empty")]
-    baseline: BaselineContext,
+    baseline: Baseline,
     /// Independent context draws per condition beyond the main one (mean and spread of ρ_R
     /// go to resamples.csv).
     #[arg(long, default_value_t = 0)]
@@ -90,37 +89,6 @@ pub struct PromptArgs {
     data: Option<PathBuf>,
 }
 
-/// One progress bar per unit (also used by `pstat run`).
-pub(crate) struct Bars(pub(crate) Option<ProgressBar>);
-
-impl Progress for Bars {
-    fn start(&mut self, unit: &str, n: usize) {
-        let bar = ProgressBar::new(n as u64).with_message(unit.to_string());
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{msg:32} {bar:30} {pos}/{len} {elapsed_precise} eta {eta}",
-            )
-            .expect("valid template"),
-        );
-        self.0 = Some(bar);
-    }
-    fn advance(&mut self, n: usize) {
-        if let Some(bar) = &self.0 {
-            bar.inc(n as u64);
-        }
-    }
-    fn finish(&mut self, resumed: bool) {
-        if let Some(bar) = self.0.take() {
-            if resumed {
-                bar.set_position(bar.length().unwrap_or(0));
-                bar.finish_with_message(format!("{} (stored)", bar.message()));
-            } else {
-                bar.finish();
-            }
-        }
-    }
-}
-
 pub fn run(args: PromptArgs) -> anyhow::Result<()> {
     if args.k == 0 {
         bail!("--k must be at least 1");
@@ -159,7 +127,7 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
         .filter(|s| s.kind == Kind::True && test_ids.contains(s.id.as_str()))
         .take(args.limit.unwrap_or(usize::MAX))
         .collect();
-    let model_name = crate::run::model::display_name(&args.model);
+    let model_name = pstat_study::model::display_name(&args.model);
     let lm;
     let mut scorer: Box<dyn OptionScorer> = match &args.backend {
         Some(url) => Box::new(ServerScorer::connect(
@@ -182,7 +150,6 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
         }
     };
     let conditions = ConditionSet::paper();
-    let stability_path = args.out.join("stability.csv");
     for format in formats {
         let spec = StudySpec {
             model: model_name.clone(),
@@ -209,20 +176,13 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
             &test,
             &codec,
             scorer.as_mut(),
-            &mut Bars(None),
+            &mut crate::progress::Bars::new(),
         )?;
         let summary = summarize(&spec, &units, Bootstrap::default())?;
-        let mut table = if stability_path.is_file() {
-            pstat_stability::read_csv(&stability_path).map_err(anyhow::Error::msg)?
-        } else {
-            Vec::new()
-        };
-        pstat_stability::upsert(&mut table, summary.stability.iter().cloned());
-        pstat_stability::write_csv(&stability_path, &table)
-            .with_context(|| format!("writing {}", stability_path.display()))?;
-        upsert_answers(&args.out.join("answers.csv"), &summary.answers)?;
+        pstat_tables::upsert_table(&args.out, &summary.stability)?;
+        pstat_tables::upsert_table(&args.out, &summary.answers)?;
         if !summary.resamples.is_empty() {
-            upsert_resamples(&args.out.join("resamples.csv"), &summary.resamples)?;
+            pstat_tables::upsert_table(&args.out, &summary.resamples)?;
         }
         let base = &summary.answers[0];
         println!(

@@ -62,6 +62,9 @@ pub fn run(command: SawmilCommand) -> anyhow::Result<()> {
                 ..SawMilParams::default()
             };
             let report = params.fit_report(&set)?;
+            for (c, why) in report.search.iter().flat_map(|s| s.skipped()) {
+                eprintln!("C search: skipped C = {c}, degenerate fit ({why})");
+            }
             report.probe.save(&out)?;
             let c = report.probe.c.unwrap_or(f64::NAN);
             eprintln!(

@@ -14,7 +14,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use pstat_lm::chat::{ChatTemplate, Message};
 use pstat_lm::tokenizer::Tokenizer;
-use pstat_lm::{GgufFile, LanguageModel, option_token_ids};
+use pstat_lm::{LanguageModel, option_token_ids};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct ScoreArgs {
-    /// A registry model name (`pstat models list`) or a path to a GGUF file.
+    /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder.
     #[arg(long)]
     model: String,
     /// JSON lines of prompts.
@@ -72,15 +72,14 @@ pub fn run(args: ScoreArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let path = pstat_lm::registry::resolve(&args.model)?;
     let lm = LanguageModel::load(&path)?;
-    let gguf = GgufFile::open(&path)?;
-    let tokenizer = Tokenizer::from_gguf(&gguf)?;
+    let tokenizer = Tokenizer::load(&path)?;
     let mut template: Option<ChatTemplate> = None;
     let mut sequences = Vec::with_capacity(prompts.len());
     for (line, p) in &prompts {
         let at = || format!("{}:{line}", args.input.display());
         let ids = if p.chat {
             if template.is_none() {
-                template = Some(ChatTemplate::from_gguf(&gguf, &tokenizer).with_context(at)?);
+                template = Some(ChatTemplate::load(&path, &tokenizer).with_context(at)?);
             }
             let chat = template.as_ref().expect("template was just loaded");
             let user = [Message::new("user", &p.prompt)];

@@ -3,9 +3,10 @@
 //! are the same as in a full run (and a later `pstat run` into the same folder reuses them
 //! only if its config matches).
 
-use crate::run::{RunConfig, execute};
 use clap::Args;
 use pstat_data::Domain;
+use pstat_study::RunConfig;
+use pstat_tables::Probe;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -45,9 +46,9 @@ impl Target {
 pub struct ProbeArgs {
     #[command(flatten)]
     target: Target,
-    /// `sawmil` or `mass-mean`; repeat for both (default: both).
+    /// `sawmil` or `mass_mean`; repeat for both (default: both).
     #[arg(long)]
-    probe: Vec<String>,
+    probe: Vec<Probe>,
     /// Layers as offsets from the veracity layer: `-2..2` (Appendix F) or a list `0,1`.
     #[arg(long, default_value = "-2..2", allow_hyphen_values = true)]
     layers: String,
@@ -61,7 +62,7 @@ pub fn probe(args: ProbeArgs) -> anyhow::Result<()> {
     let mut c = args.target.base()?;
     c.representational.enabled = true;
     if !args.probe.is_empty() {
-        c.representational.probes = args.probe.iter().map(|p| p.replace('-', "_")).collect();
+        c.representational.probes = args.probe.clone();
     }
     let offsets = parse_offsets(&args.layers)?;
     c.representational.layer_offsets = offsets.clone();
@@ -91,9 +92,15 @@ pub struct ExtractArgs {
 pub fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     let root = pstat_data::DataRoot::open(args.data.as_deref())?;
     let data = pstat_data::load_domain(&root, args.domain)?;
-    let model = crate::run::model::LoadedModel::load(&args.model)?;
+    let model = pstat_study::LoadedModel::load(&args.model)?;
     let ids: Vec<String> = data.statements.iter().map(|s| s.id.clone()).collect();
-    let acts = crate::run::representational::cached_activations(&model, &data, &ids, &args.layers)?;
+    let acts = pstat_study::representational::cached_activations(
+        &model,
+        &data,
+        &ids,
+        &args.layers,
+        &mut crate::progress::Bars::new(),
+    )?;
     for (layer, a) in &acts {
         println!(
             "{} {} layer {layer}: {} statements, {} tokens × {}",
@@ -138,6 +145,10 @@ pub fn cluster(args: ClusterModelArgs) -> anyhow::Result<()> {
     c.clustering.enabled = true;
     c.clustering.labeler = args.labeler.or(c.clustering.labeler);
     execute(c, &args.target.out)
+}
+
+fn execute(config: RunConfig, out: &std::path::Path) -> anyhow::Result<()> {
+    pstat_study::execute(config, out, &mut crate::progress::Bars::new())
 }
 
 /// `-2..2` → [-2, -1, 0, 1, 2]; `0,2` → [0, 2].

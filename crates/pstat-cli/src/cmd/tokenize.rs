@@ -4,13 +4,12 @@
 
 use anyhow::Context;
 use clap::Args;
-use pstat_lm::GgufFile;
 use pstat_lm::tokenizer::Tokenizer;
 use std::io::{BufRead, BufWriter, Write};
 
 #[derive(Args)]
 pub struct TokenizeArgs {
-    /// A registry model name (`pstat models list`) or a path to a GGUF file.
+    /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder.
     #[arg(long)]
     model: String,
     /// Do not add BOS even where the model's metadata asks for it (add_bos_token).
@@ -32,7 +31,7 @@ struct Line<'a> {
 
 pub fn run(args: TokenizeArgs) -> anyhow::Result<()> {
     let path = pstat_lm::registry::resolve(&args.model)?;
-    let tokenizer = Tokenizer::from_gguf(&GgufFile::open(&path)?)?;
+    let tokenizer = Tokenizer::load(&path)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     for (i, line) in std::io::stdin().lock().lines().enumerate() {

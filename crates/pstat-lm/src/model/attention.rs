@@ -5,7 +5,7 @@
 //! per-row visibility range instead of a mask tensor. Every sequence of a batch continues the
 //! same prefix (possibly empty), whose keys and values are shared, never copied per sequence.
 
-use super::ops::{View, gemm_into, masked_softmax};
+use super::ops::{View, gemm_into, masked_softmax, soft_cap};
 use rayon::prelude::*;
 
 /// Keys and values of one layer for a run of positions, rows `[len × n_kv_heads·head_dim]`
@@ -56,6 +56,8 @@ pub struct AttentionShape {
     pub scale: f32,
     /// Sliding window: a query at position p sees keys at positions p' with p − p' < window.
     pub window: Option<usize>,
+    /// Soft-capping of the scaled logits, `cap · tanh(logit / cap)` (Gemma 2).
+    pub softcap: Option<f32>,
 }
 
 /// Rows of queries one attention task handles: whole sequences are grouped up to this many
@@ -169,6 +171,9 @@ pub fn attend(
                     // Visible key positions: [pos + 1 − window, pos], mapped to score columns.
                     let lo_pos = shape.window.map_or(0, |w| (pos + 1).saturating_sub(w));
                     let lo = lo_pos.max(first_visible) - first_visible;
+                    if let Some(cap) = shape.softcap {
+                        soft_cap(&mut row[lo..p + i + 1], cap);
+                    }
                     masked_softmax(row, lo..p + i + 1);
                 }
             }

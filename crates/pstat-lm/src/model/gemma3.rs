@@ -1,4 +1,5 @@
-//! Gemma 3 decoder blocks, as llama.cpp's `llm_build_gemma3_iswa` computes them:
+//! Gemma 3 decoder blocks, as llama.cpp's `llm_build_gemma3_iswa` computes them, and the
+//! sandwich-norm block it shares with Gemma 2 ([`super::gemma2`]):
 //!
 //! ```text
 //! h = x + post_attn_norm(W_o · attn(rope(q_norm(W_q·norm(x))), rope(k_norm(W_k·norm(x))), W_v·norm(x)))
@@ -6,19 +7,34 @@
 //! ```
 //!
 //! - Embeddings are scaled by sqrt(hidden) (done by the model, not the block).
-//! - Layer i attends globally when (i + 1) is a multiple of the sliding-window pattern (6),
-//!   with RoPE base `rope.freq_base` (1e6); the others attend to the last 512 positions with
-//!   RoPE base 1e4. RoPE pairs are NEOX-style.
-//! - The attention scale is 1/sqrt(head_dim) for the small models (ModelConfig decides).
+//! - Layer i attends globally when (i + 1) is a multiple of the sliding-window pattern (6 by
+//!   default), with RoPE base `rope.freq_base` (1e6) and the file's RoPE scaling; the others
+//!   attend to the last `attention.sliding_window` positions with RoPE base
+//!   `rope.freq_base_swa` (10000 by default) and no scaling. RoPE pairs are NEOX-style.
+//! - q·k is scaled by 1/sqrt(head width), by 1/sqrt(hidden / heads) for the 27B model.
 //! - The converter folded Gemma's "1 + w" into the stored norm weights, so every norm here is
 //!   a plain RMSNorm.
 
 use super::attention::LayerKv;
-use super::layers::{AttentionOptions, GatedMlp, SelfAttention};
+use super::layers::{AttentionOptions, GatedMlp, Rope, SelfAttention};
 use super::ops::{GatedActivation, RopeStyle, add_assign, rms_norm};
 use super::{BlockContext, Loader, ModelError};
 use crate::gguf::ModelConfig;
 
+/// Gemma 3's blocks.
+pub fn blocks(loader: &mut Loader, config: &ModelConfig) -> Result<Vec<Block>, ModelError> {
+    (0..config.n_layers)
+        .map(|layer| {
+            let options = AttentionOptions {
+                qk_norm: true,
+                ..AttentionOptions::local_or_global(config, layer, RopeStyle::Neox)
+            };
+            Block::load(loader, layer, config, options)
+        })
+        .collect()
+}
+
+/// A sandwich-norm decoder block: RMSNorm before and after attention and the GELU-tanh MLP.
 #[derive(Debug)]
 pub struct Block {
     attn_norm: Vec<f32>,
@@ -35,19 +51,9 @@ impl Block {
         loader: &mut Loader,
         layer: usize,
         config: &ModelConfig,
+        options: AttentionOptions,
     ) -> Result<Self, ModelError> {
         let name = |t: &str| format!("blk.{layer}.{t}");
-        let sliding = config.is_sliding(layer);
-        let options = AttentionOptions {
-            biases: false,
-            qk_norm: true,
-            rope_base: match (sliding, config.rope_base_local) {
-                (true, Some(local)) => local,
-                _ => config.rope_base,
-            },
-            rope_style: RopeStyle::Neox,
-            window: if sliding { config.sliding_window } else { None },
-        };
         let h = config.hidden;
         Ok(Self {
             attn_norm: loader.vector(&name("attn_norm.weight"), h)?,
@@ -60,8 +66,9 @@ impl Block {
         })
     }
 
-    pub fn rope_base(&self) -> f32 {
-        self.attn.rope_base()
+    /// The RoPE this block needs a table for.
+    pub fn rope(&self) -> Rope {
+        self.attn.rope()
     }
 
     pub fn forward(&self, x: &mut [f32], ctx: &BlockContext, prefix: Option<&LayerKv>) -> LayerKv {

@@ -17,18 +17,59 @@ pub struct SelfAttention {
     qk_norm: Option<(Vec<f32>, Vec<f32>)>,
     out: Matrix,
     shape: AttentionShape,
-    rope_base: f32,
+    rope: Rope,
     rope_style: RopeStyle,
     eps: f32,
+}
+
+/// The rotation of one layer's RoPE: its base and position scale (sliding-window layers of
+/// Gemma 2/3 may differ from the global ones).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rope {
+    pub base: f32,
+    pub freq_scale: f32,
 }
 
 /// What differs between architectures' attention layers.
 pub struct AttentionOptions {
     pub biases: bool,
     pub qk_norm: bool,
-    pub rope_base: f32,
+    pub rope: Rope,
     pub rope_style: RopeStyle,
     pub window: Option<usize>,
+    pub softcap: Option<f32>,
+}
+
+impl AttentionOptions {
+    /// Full attention with the model's global RoPE, no biases, norms or capping.
+    pub fn global(config: &ModelConfig, rope_style: RopeStyle) -> Self {
+        Self {
+            biases: false,
+            qk_norm: false,
+            rope: Rope {
+                base: config.rope_base,
+                freq_scale: config.rope_freq_scale,
+            },
+            rope_style,
+            window: None,
+            softcap: None,
+        }
+    }
+
+    /// Layer `layer` of a model with local (sliding-window) and global layers.
+    pub fn local_or_global(config: &ModelConfig, layer: usize, rope_style: RopeStyle) -> Self {
+        let mut options = Self::global(config, rope_style);
+        if config.is_sliding(layer) {
+            options.window = config.sliding_window;
+            if let Some(base) = config.rope_base_local {
+                options.rope = Rope {
+                    base,
+                    freq_scale: config.rope_freq_scale_local,
+                };
+            }
+        }
+        options
+    }
 }
 
 impl SelfAttention {
@@ -76,15 +117,16 @@ impl SelfAttention {
                 value_dim: dv,
                 scale: config.attn_scale,
                 window: options.window,
+                softcap: options.softcap,
             },
-            rope_base: options.rope_base,
+            rope: options.rope,
             rope_style: options.rope_style,
             eps: config.rms_eps,
         })
     }
 
-    pub fn rope_base(&self) -> f32 {
-        self.rope_base
+    pub fn rope(&self) -> Rope {
+        self.rope
     }
 
     /// Attention output `[rows × hidden]` for the normed input `x`, and the keys/values of
@@ -113,7 +155,7 @@ impl SelfAttention {
             rms_norm(&mut q, q_norm, self.eps);
             rms_norm(&mut k, k_norm, self.eps);
         }
-        let rope = ctx.rope(self.rope_base);
+        let rope = ctx.rope(self.rope);
         rope.apply(&mut q, s.head_dim, &ctx.positions, self.rope_style);
         rope.apply(&mut k, s.head_dim, &ctx.positions, self.rope_style);
         let own = LayerKv { k, v };

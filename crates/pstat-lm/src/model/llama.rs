@@ -1,20 +1,35 @@
-//! Llama-family decoder blocks (Llama, Mistral, SmolLM; Qwen 2 adds q/k/v biases and NEOX
-//! RoPE), as llama.cpp's `llm_build_llama` / `llm_build_qwen2` compute them:
+//! Llama (Llama 2/3, Mistral, SmolLM), as llama.cpp's `llm_build_llama` computes it, and the
+//! pre-norm block it shares with Qwen 2 ([`super::qwen2`]) and Gemma 1 ([`super::gemma`]):
 //!
 //! ```text
 //! h = x + W_o · attn(rope(W_q·norm(x)), rope(W_k·norm(x)), W_v·norm(x))
-//! y = h + W_down · (silu(W_gate·norm(h)) ⊙ W_up·norm(h))
+//! y = h + W_down · (act(W_gate·norm(h)) ⊙ W_up·norm(h))
 //! ```
 //!
-//! The GGUF converter permutes Llama's q/k rows so that RoPE rotates adjacent pairs
-//! (llama.cpp's "normal" RoPE); Qwen 2 files are not permuted and use NEOX pairs.
+//! - SiLU gate; the LM head is `output.weight` or the tied embeddings.
+//! - The GGUF converter permutes Llama's q/k rows so that RoPE rotates adjacent pairs
+//!   (llama.cpp's "normal" RoPE).
+//! - Llama 3.1+ (`rope_scaling` type llama3) divides each pair's frequency by a factor the
+//!   converter stores as `rope_freqs.weight` ([`ModelConfig::rope_freq_factors`]).
+//! - Mistral is stored as `llama` (its sliding window, if any, is ignored, as by llama.cpp).
 
 use super::attention::LayerKv;
-use super::layers::{AttentionOptions, GatedMlp, SelfAttention};
+use super::layers::{AttentionOptions, GatedMlp, Rope, SelfAttention};
 use super::ops::{GatedActivation, RopeStyle, add_assign, rms_norm};
 use super::{BlockContext, Loader, ModelError};
-use crate::gguf::{Arch, ModelConfig};
+use crate::gguf::ModelConfig;
 
+/// Llama's blocks.
+pub fn blocks(loader: &mut Loader, config: &ModelConfig) -> Result<Vec<Block>, ModelError> {
+    (0..config.n_layers)
+        .map(|layer| {
+            let options = AttentionOptions::global(config, RopeStyle::Interleaved);
+            Block::load(loader, layer, config, options, GatedActivation::Silu)
+        })
+        .collect()
+}
+
+/// A pre-norm decoder block: RMSNorm before attention and before the gated MLP.
 #[derive(Debug)]
 pub struct Block {
     attn_norm: Vec<f32>,
@@ -29,32 +44,22 @@ impl Block {
         loader: &mut Loader,
         layer: usize,
         config: &ModelConfig,
+        options: AttentionOptions,
+        act: GatedActivation,
     ) -> Result<Self, ModelError> {
         let name = |t: &str| format!("blk.{layer}.{t}");
-        let qwen = config.arch == Arch::Qwen2;
-        let options = AttentionOptions {
-            biases: qwen,
-            qk_norm: false,
-            rope_base: config.rope_base,
-            rope_style: if qwen {
-                RopeStyle::Neox
-            } else {
-                RopeStyle::Interleaved
-            },
-            window: None,
-        };
         Ok(Self {
             attn_norm: loader.vector(&name("attn_norm.weight"), config.hidden)?,
             attn: SelfAttention::load(loader, layer, config, options)?,
             ffn_norm: loader.vector(&name("ffn_norm.weight"), config.hidden)?,
-            mlp: GatedMlp::load(loader, layer, config, GatedActivation::Silu)?,
+            mlp: GatedMlp::load(loader, layer, config, act)?,
             eps: config.rms_eps,
         })
     }
 
-    /// RoPE bases this block needs tables for.
-    pub fn rope_base(&self) -> f32 {
-        self.attn.rope_base()
+    /// The RoPE this block needs a table for.
+    pub fn rope(&self) -> Rope {
+        self.attn.rope()
     }
 
     pub fn forward(&self, x: &mut [f32], ctx: &BlockContext, prefix: Option<&LayerKv>) -> LayerKv {

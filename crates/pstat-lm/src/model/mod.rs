@@ -4,28 +4,37 @@
 //! whole file would give, so results are comparable with llama.cpp on an F32 re-quantized
 //! file), run over packed batches of sequences that all continue one cached prefix.
 //!
-//! One file per architecture ([`llama`], [`gemma3`]) wires the shared sublayers of
-//! [`layers`]; [`attention`] and [`ops`] hold the kernels.
+//! One file per architecture ([`llama`], [`qwen2`], [`gemma`], [`gemma2`], [`gemma3`]) wires
+//! the shared sublayers of [`layers`] into one of two block layouts: pre-norm
+//! ([`llama::Block`]) or sandwich-norm ([`gemma3::Block`]); [`attention`] and [`ops`] hold the
+//! kernels.
 
 pub mod attention;
+#[cfg(target_arch = "x86_64")]
+mod dequant_avx2;
+pub mod gemma;
+pub mod gemma2;
 pub mod gemma3;
 pub mod layers;
 pub mod llama;
 pub mod ops;
+pub mod qwen2;
 pub mod weights;
 
 use crate::gguf::{Arch, GgufError, GgufFile, ModelConfig};
+use crate::weights::{GgufTensors, SourceError, TensorSource};
 use attention::{LayerKv, Packing};
 use candle_core::Device;
-use ops::{Matrix, RopeTable, linear, rms_norm};
-use std::fs::File;
-use std::io::{BufReader, Seek, SeekFrom};
+use layers::Rope;
+use ops::{Matrix, RopeTable, linear, rms_norm, soft_cap};
 use weights::Stored;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
     #[error("{path}: tensor `{name}`: {detail}")]
     Tensor {
         path: String,
@@ -51,24 +60,20 @@ pub enum ModelError {
     TokenOutOfRange { index: usize, id: u32, vocab: usize },
 }
 
-/// Reads tensors of one GGUF file, checking their shapes: weight matrices in their stored
-/// type, vectors (norms, biases) as f32.
+/// Reads tensors of a [`TensorSource`] (a GGUF file or a Hugging Face folder), checking their
+/// shapes: weight matrices in their stored type, vectors (norms, biases) as f32.
 pub struct Loader<'a> {
-    file: &'a GgufFile,
-    reader: BufReader<File>,
+    source: &'a mut dyn TensorSource,
 }
 
 impl<'a> Loader<'a> {
-    pub fn new(file: &'a GgufFile) -> Result<Self, ModelError> {
-        Ok(Self {
-            file,
-            reader: file.reader()?,
-        })
+    pub fn new(source: &'a mut dyn TensorSource) -> Self {
+        Self { source }
     }
 
     fn tensor_error(&self, name: &str, detail: String) -> ModelError {
         ModelError::Tensor {
-            path: self.file.path().display().to_string(),
+            path: self.source.origin(name),
             name: name.to_string(),
             detail,
         }
@@ -76,9 +81,7 @@ impl<'a> Loader<'a> {
 
     /// Tensor `name` as f32, with its expected dimensions (outermost first).
     fn read(&mut self, name: &str, dims: &[usize]) -> Result<Vec<f32>, ModelError> {
-        let tensor = self
-            .file
-            .tensor_with(&mut self.reader, name, &Device::Cpu)?;
+        let tensor = self.source.tensor(name)?;
         if tensor.shape().dims() != dims {
             let found = tensor.shape().dims().to_vec();
             return Err(self.tensor_error(name, format!("shape {found:?}, expected {dims:?}")));
@@ -92,41 +95,35 @@ impl<'a> Loader<'a> {
 
     /// A weight matrix stored `rows × cols` (ggml: `[cols, rows]`), kept in its stored type.
     pub fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
-        let content = self.file.content();
-        let info = content
-            .tensor_infos
-            .get(name)
-            .ok_or_else(|| GgufError::MissingTensor {
-                path: self.file.path().to_path_buf(),
-                name: name.to_string(),
-            })?;
-        if info.shape.dims() != [rows, cols] {
-            let found = info.shape.dims().to_vec();
-            return Err(self.tensor_error(
-                name,
-                format!("shape {found:?}, expected {:?}", [rows, cols]),
-            ));
+        let origin = self.source.origin(name);
+        let error = |detail: String| ModelError::Tensor {
+            path: origin.clone(),
+            name: name.to_string(),
+            detail,
+        };
+        let raw = self.source.raw(name)?;
+        if raw.dims != [rows, cols] {
+            let found = raw.dims.clone();
+            return Err(error(format!(
+                "shape {found:?}, expected {:?}",
+                [rows, cols]
+            )));
         }
-        let dtype = info.ggml_dtype;
+        let dtype = raw.dtype;
         if !cols.is_multiple_of(dtype.block_size()) {
-            return Err(self.tensor_error(
-                name,
-                format!("rows of {cols} elements are not whole {dtype:?} blocks"),
-            ));
+            return Err(error(format!(
+                "rows of {cols} elements are not whole {dtype:?} blocks"
+            )));
         }
-        let start = content.tensor_data_offset + info.offset;
-        let stored = self
-            .reader
-            .seek(SeekFrom::Start(start))
-            .and_then(|_| Stored::read(&mut self.reader, dtype, rows * cols))
-            .map_err(|e| self.tensor_error(name, format!("cannot read: {e}")))?
+        let mut data = raw.data;
+        let stored = Stored::read(&mut data, dtype, rows * cols)
+            .map_err(|e| error(format!("cannot read: {e}")))?
             .ok_or_else(|| {
-                self.tensor_error(
-                    name,
-                    format!("tensor type {dtype:?} is not supported for weight matrices"),
-                )
+                error(format!(
+                    "tensor type {dtype:?} is not supported for weight matrices"
+                ))
             })?;
-        Matrix::from_stored(rows, cols, stored).map_err(|detail| self.tensor_error(name, detail))
+        Matrix::from_stored(rows, cols, stored).map_err(error)
     }
 
     pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
@@ -138,36 +135,54 @@ impl<'a> Loader<'a> {
 pub struct BlockContext {
     pub packing: Packing,
     pub positions: Vec<usize>,
-    ropes: Vec<(f32, RopeTable)>,
+    ropes: Vec<(Rope, RopeTable)>,
 }
 
 impl BlockContext {
-    /// The RoPE table of `base` (built for every base the model uses).
-    pub fn rope(&self, base: f32) -> &RopeTable {
+    /// The table of `rope` (one is built for every RoPE the model's blocks use).
+    pub fn rope(&self, rope: Rope) -> &RopeTable {
         &self
             .ropes
             .iter()
-            .find(|(b, _)| *b == base)
-            .expect("a RoPE table is built for every block's base")
+            .find(|(r, _)| *r == rope)
+            .expect("a RoPE table is built for every block's RoPE")
             .1
     }
 }
 
+/// The decoder blocks, in one of the two layouts the architectures share.
 #[derive(Debug)]
 enum Blocks {
-    Llama(Vec<llama::Block>),
-    Gemma3(Vec<gemma3::Block>),
+    /// Llama, Qwen 2, Gemma 1.
+    PreNorm(Vec<llama::Block>),
+    /// Gemma 2, Gemma 3.
+    Sandwich(Vec<gemma3::Block>),
 }
 
 impl Blocks {
-    fn rope_bases(&self) -> Vec<f32> {
-        let mut bases: Vec<f32> = match self {
-            Blocks::Llama(b) => b.iter().map(|b| b.rope_base()).collect(),
-            Blocks::Gemma3(b) => b.iter().map(|b| b.rope_base()).collect(),
+    fn load(loader: &mut Loader, config: &ModelConfig) -> Result<Self, ModelError> {
+        Ok(match config.arch {
+            Arch::Llama => Blocks::PreNorm(llama::blocks(loader, config)?),
+            Arch::Qwen2 => Blocks::PreNorm(qwen2::blocks(loader, config)?),
+            Arch::Gemma => Blocks::PreNorm(gemma::blocks(loader, config)?),
+            Arch::Gemma2 => Blocks::Sandwich(gemma2::blocks(loader, config)?),
+            Arch::Gemma3 => Blocks::Sandwich(gemma3::blocks(loader, config)?),
+        })
+    }
+
+    /// Every distinct RoPE of the blocks, in order of first use.
+    fn ropes(&self) -> Vec<Rope> {
+        let all: Vec<Rope> = match self {
+            Blocks::PreNorm(b) => b.iter().map(|b| b.rope()).collect(),
+            Blocks::Sandwich(b) => b.iter().map(|b| b.rope()).collect(),
         };
-        bases.sort_by(f32::total_cmp);
-        bases.dedup();
-        bases
+        let mut distinct: Vec<Rope> = Vec::new();
+        for rope in all {
+            if !distinct.contains(&rope) {
+                distinct.push(rope);
+            }
+        }
+        distinct
     }
 
     fn forward(
@@ -178,8 +193,8 @@ impl Blocks {
         prefix: Option<&LayerKv>,
     ) -> LayerKv {
         match self {
-            Blocks::Llama(b) => b[layer].forward(x, ctx, prefix),
-            Blocks::Gemma3(b) => b[layer].forward(x, ctx, prefix),
+            Blocks::PreNorm(b) => b[layer].forward(x, ctx, prefix),
+            Blocks::Sandwich(b) => b[layer].forward(x, ctx, prefix),
         }
     }
 }
@@ -246,8 +261,15 @@ pub struct Model {
 
 impl Model {
     pub fn load(file: &GgufFile) -> Result<Self, ModelError> {
-        let config = file.config()?;
-        let mut loader = Loader::new(file)?;
+        Self::load_from(file.config()?, &mut GgufTensors::new(file)?)
+    }
+
+    /// A decoder of shape `config` with the tensors of `source` (GGUF names).
+    pub fn load_from(
+        config: ModelConfig,
+        source: &mut dyn TensorSource,
+    ) -> Result<Self, ModelError> {
+        let mut loader = Loader::new(source);
         let (vocab, hidden) = (config.vocab_size, config.hidden);
         let embeddings = loader.matrix("token_embd.weight", vocab, hidden)?;
         let lm_head = if config.tied_embeddings {
@@ -255,18 +277,7 @@ impl Model {
         } else {
             Some(loader.matrix("output.weight", vocab, hidden)?)
         };
-        let blocks = match config.arch {
-            Arch::Llama | Arch::Qwen2 => Blocks::Llama(
-                (0..config.n_layers)
-                    .map(|i| llama::Block::load(&mut loader, i, &config))
-                    .collect::<Result<_, _>>()?,
-            ),
-            Arch::Gemma3 => Blocks::Gemma3(
-                (0..config.n_layers)
-                    .map(|i| gemma3::Block::load(&mut loader, i, &config))
-                    .collect::<Result<_, _>>()?,
-            ),
-        };
+        let blocks = Blocks::load(&mut loader, &config)?;
         let output_norm = loader.vector("output_norm.weight", hidden)?;
         Ok(Self {
             config,
@@ -334,13 +345,13 @@ impl Model {
         let c = &self.config;
         let ropes = self
             .blocks
-            .rope_bases()
+            .ropes()
             .into_iter()
-            .map(|base| {
-                (
-                    base,
-                    RopeTable::new(c.rope_dim, base, c.rope_freq_scale, max_pos),
-                )
+            .map(|rope| {
+                let factors = c.rope_freq_factors.as_deref();
+                let table =
+                    RopeTable::new(c.rope_dim, rope.base, rope.freq_scale, factors, max_pos);
+                (rope, table)
             })
             .collect();
         let ctx = BlockContext {
@@ -408,10 +419,15 @@ impl Model {
         })
     }
 
-    /// Logits `[rows × vocab]` of final-norm outputs `[rows × hidden]`.
+    /// Logits `[rows × vocab]` of final-norm outputs `[rows × hidden]` (soft-capped for
+    /// Gemma 2).
     pub fn logits(&self, final_hidden: &[f32]) -> Vec<f32> {
         let head = self.lm_head.as_ref().unwrap_or(&self.embeddings);
-        linear(final_hidden, final_hidden.len() / self.config.hidden, head)
+        let mut logits = linear(final_hidden, final_hidden.len() / self.config.hidden, head);
+        if let Some(cap) = self.config.final_softcap {
+            soft_cap(&mut logits, cap);
+        }
+        logits
     }
 
     /// Token embeddings of the packed batch, scaled for Gemma.

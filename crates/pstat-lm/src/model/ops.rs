@@ -274,6 +274,15 @@ pub fn add_assign(dst: &mut [f32], src: &[f32]) {
     }
 }
 
+/// Soft-capping, `cap · tanh(x / cap)` in place (Gemma 2's attention and output logits), in
+/// llama.cpp's order of operations: scale, tanh, scale.
+pub fn soft_cap(xs: &mut [f32], cap: f32) {
+    let inv = 1.0 / cap;
+    for x in xs {
+        *x = (*x * inv).tanh() * cap;
+    }
+}
+
 /// How RoPE pairs the dimensions of a head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RopeStyle {
@@ -293,17 +302,25 @@ pub struct RopeTable {
 }
 
 impl RopeTable {
-    /// Angles as llama.cpp computes them: θ₀ = position · freq_scale, then each next pair's
-    /// angle is the previous one times base^(-2/rope_dim), in f32.
-    pub fn new(rope_dim: usize, base: f32, freq_scale: f32, len: usize) -> Self {
+    /// Angles as llama.cpp computes them (`ggml_rope_cache_init`), in f32: pair i's angle is
+    /// θᵢ / factorᵢ · freq_scale, where θ₀ = position and each next θ is the previous one times
+    /// base^(-2/rope_dim); the factors are Llama 3's frequency divisors (1 without them).
+    pub fn new(
+        rope_dim: usize,
+        base: f32,
+        freq_scale: f32,
+        freq_factors: Option<&[f32]>,
+        len: usize,
+    ) -> Self {
         let half = rope_dim / 2;
         let theta_scale = base.powf(-2.0 / rope_dim as f32);
         let mut cos = Vec::with_capacity(len * half);
         let mut sin = Vec::with_capacity(len * half);
         for pos in 0..len {
             let mut theta = pos as f32;
-            for _ in 0..half {
-                let angle = theta * freq_scale;
+            for i in 0..half {
+                let factor = freq_factors.map_or(1.0, |f| f[i]);
+                let angle = theta / factor * freq_scale;
                 cos.push(angle.cos());
                 sin.push(angle.sin());
                 theta *= theta_scale;

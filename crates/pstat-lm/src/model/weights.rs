@@ -3,7 +3,9 @@
 //!
 //! Dequantization is candle's own (`GgmlType::to_float`, a port of ggml's reference
 //! `dequantize_row_*`), applied to whole blocks, so a tile holds exactly the f32 values that
-//! dequantizing the whole tensor at load would have produced.
+//! dequantizing the whole tensor at load would have produced; on x86-64 with AVX2 the types
+//! the embedded models use go through kernels that compute the same values
+//! (`dequant_avx2`).
 
 use candle_core::quantized::GgmlDType;
 use candle_core::quantized::k_quants::{
@@ -102,6 +104,10 @@ impl Stored {
         let block = self.block_size();
         debug_assert!(first.is_multiple_of(block) && out.len().is_multiple_of(block));
         let blocks = first / block..(first + out.len()) / block;
+        #[cfg(target_arch = "x86_64")]
+        if super::dequant_avx2::dequantize(self, blocks.clone(), out) {
+            return;
+        }
         with_blocks!(self, b => GgmlType::to_float(&b[blocks], out))
     }
 }
@@ -261,6 +267,7 @@ mod tests {
     use crate::gguf::GgufFile;
     use crate::model::Loader;
     use crate::model::ops::linear;
+    use crate::weights::GgufTensors;
     use candle_core::quantized::{QStorage, QTensor, gguf_file};
     use candle_core::{Device, Tensor};
     use rand::{Rng, SeedableRng};
@@ -292,7 +299,8 @@ mod tests {
         gguf_file::write(&mut out, &[], &named).unwrap();
         drop(out);
         let file = GgufFile::open(&path).unwrap();
-        let mut loader = Loader::new(&file).unwrap();
+        let mut tensors_of_file = GgufTensors::new(&file).unwrap();
+        let mut loader = Loader::new(&mut tensors_of_file);
         tensors
             .iter()
             .map(|(name, t)| {
@@ -425,6 +433,38 @@ mod tests {
                     stored.cols
                 );
             }
+        }
+    }
+
+    /// The AVX2 kernels (Q4_1, Q8_0, Q4_K, Q6_K) against candle's scalar `to_float` on many
+    /// random blocks, NaN and infinite scales included: bit for bit the same values.
+    #[test]
+    fn fast_dequantization_is_candles_bit_for_bit() {
+        #[cfg(target_arch = "x86_64")]
+        assert!(
+            std::env::var_os("CI").is_none() || std::arch::is_x86_feature_detected!("avx2"),
+            "the CI machine must have AVX2 to test the AVX2 kernels"
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(13);
+        let n_blocks = 4096;
+        for dtype in [
+            GgmlDType::Q4_1,
+            GgmlDType::Q8_0,
+            GgmlDType::Q4K,
+            GgmlDType::Q6K,
+        ] {
+            let bytes: Vec<u8> = (0..n_blocks * dtype.type_size())
+                .map(|_| rng.random())
+                .collect();
+            let n = n_blocks * dtype.block_size();
+            let stored = Stored::read(&mut bytes.as_slice(), dtype, n)
+                .unwrap()
+                .unwrap();
+            let mut fast = vec![0.0; n];
+            stored.dequantize_into(0, &mut fast);
+            let mut reference = vec![0.0; n];
+            with_blocks!(&stored, b => GgmlType::to_float(b, &mut reference));
+            assert_eq!(bits(&fast), bits(&reference), "{dtype:?}");
         }
     }
 

@@ -6,6 +6,7 @@
 //! reproduce exactly are refused, never approximated.
 
 mod bpe;
+mod hf;
 mod pre;
 mod spm;
 mod unicode_data;
@@ -20,6 +21,8 @@ use std::ops::Range;
 pub enum TokenizerError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Hf(#[from] crate::hf::HfError),
     /// A tokenizer type (model or pre-tokenizer) pstat cannot reproduce exactly.
     #[error("{0}")]
     Unsupported(String),
@@ -92,7 +95,11 @@ impl Vocab {
 
 enum Algorithm {
     Bpe(Box<bpe::Bpe>),
-    Spm { add_space_prefix: bool },
+    Spm {
+        add_space_prefix: bool,
+    },
+    /// A Hugging Face `tokenizer.json`, which does the whole encoding itself.
+    HuggingFace(Box<hf::HfTokenizer>),
 }
 
 /// A piece of the input after splitting out special tokens: raw text or one token.
@@ -392,6 +399,9 @@ impl Tokenizer {
         add_special: bool,
         parse_special: bool,
     ) -> Result<Vec<(u32, Range<usize>)>, TokenizerError> {
+        if let Algorithm::HuggingFace(hf) = &self.algorithm {
+            return hf.encode(text, add_special, parse_special);
+        }
         let mut out = Vec::new();
         if add_special && self.add_bos {
             out.push((self.required(self.bos, "BOS")?, 0..0));
@@ -413,6 +423,7 @@ impl Tokenizer {
                             let (escaped, origin) = escape_spaces(raw, range.start, prefix);
                             spm::tokenize(&self.vocab, &escaped, &origin, &mut out)?;
                         }
+                        Algorithm::HuggingFace(_) => unreachable!("encoded above"),
                     }
                     after_special = false;
                 }
@@ -489,7 +500,11 @@ impl Tokenizer {
         let Some(text) = self.vocab.tokens.get(id as usize) else {
             return Vec::new();
         };
-        let bpe = matches!(self.algorithm, Algorithm::Bpe(_));
+        let bpe = match &self.algorithm {
+            Algorithm::Bpe(_) => true,
+            Algorithm::HuggingFace(hf) => hf.byte_level,
+            Algorithm::Spm { .. } => false,
+        };
         if self
             .vocab
             .has(id, attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED)

@@ -6,9 +6,7 @@ use pstat_data::{
 };
 use pstat_prompt::embedded::EmbeddedCodec;
 use pstat_prompt::scoring::render;
-use pstat_prompt::{
-    BaselineContext, ContextSpec, Draw, EncodedPrompts, PromptFormat, TrainingPool,
-};
+use pstat_prompt::{Baseline, ContextSpec, Draw, EncodedPrompts, PromptFormat, TrainingPool};
 
 /// `n` held-out True city statements × {no context, Fictional K = 20} × {chat, plain}.
 pub fn city_units(codec: &EmbeddedCodec, n: usize) -> Vec<EncodedPrompts> {
@@ -29,7 +27,7 @@ pub fn city_units(codec: &EmbeddedCodec, n: usize) -> Vec<EncodedPrompts> {
     let conditions = ConditionSet::paper();
     let spec = ContextSpec {
         k: 20,
-        baseline: BaselineContext::Empty,
+        baseline: Baseline::Empty,
         seed: 42,
         allow_fewer: false,
     };

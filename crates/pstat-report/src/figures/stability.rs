@@ -10,6 +10,7 @@ use crate::select::{
     behavioral_variants, median, offset_label, representational, sawmil_layer_offsets,
 };
 use pstat_stability::StabilityRow;
+use pstat_tables::Probe;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StabilityFigure {
@@ -44,7 +45,7 @@ pub fn stability_figure(
     which: StabilityFigure,
 ) -> Option<FigureSpec> {
     let behavioral = behavioral_main(data);
-    let sawmil = representational(data, layers, "sawmil");
+    let sawmil = representational(data, layers, Probe::Sawmil);
     let (id, title, measure, per_model, panel_rows, caption) = match which {
         StabilityFigure::Retractions | StabilityFigure::Expansions => {
             let measure = if which == StabilityFigure::Retractions {
@@ -83,7 +84,7 @@ pub fn stability_figure(
             (id, title, measure, true, rows, caption)
         }
         StabilityFigure::MassMean => {
-            let mass_mean = representational(data, layers, "mass_mean");
+            let mass_mean = representational(data, layers, Probe::MassMean);
             let caption = format!(
                 "Retraction rate per condition for {}; one dot per model with its 95% bootstrap interval, the black bar is the median across models.",
                 mass_mean.description

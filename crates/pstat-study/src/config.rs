@@ -6,6 +6,8 @@ use anyhow::{Context, bail};
 use pstat_data::condition::Condition;
 use pstat_data::{ConditionSet, Domain, SplitConfig};
 use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
+use pstat_stability::Bootstrap;
+use pstat_tables::{Baseline, Probe, PromptFormat};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -48,7 +50,7 @@ pub struct SplitShares {
 pub struct Representational {
     pub enabled: bool,
     /// `sawmil` and/or `mass_mean`.
-    pub probes: Vec<String>,
+    pub probes: Vec<Probe>,
     /// Offsets from the veracity layer (Appendix F uses −2..=2).
     pub layer_offsets: Vec<i64>,
     /// Offsets evaluated for the Mass-Mean probe (the paper reports it at the veracity layer;
@@ -67,15 +69,23 @@ pub struct Representational {
 }
 
 impl Representational {
-    /// The fit parameters of `probe` (`sawmil` or `mass_mean`) under this config.
-    pub fn probe_params(&self, probe: &str, seed: u64) -> Box<dyn ProbeParams> {
+    /// The fit parameters of `probe` under this config.
+    pub fn probe_params(&self, probe: Probe, seed: u64) -> Box<dyn ProbeParams> {
         match probe {
-            "sawmil" => Box::new(self.sawmil_params(seed)),
-            _ => Box::new(MassMeanParams::default()),
+            Probe::Sawmil => Box::new(self.sawmil_params(seed)),
+            Probe::MassMean | Probe::Prompt => Box::new(MassMeanParams::default()),
         }
     }
 
-    fn sawmil_params(&self, seed: u64) -> SawMilParams {
+    /// The layer offsets from the veracity layer at which `probe` is retrained.
+    pub fn offsets(&self, probe: Probe) -> &[i64] {
+        match probe {
+            Probe::MassMean => &self.mass_mean_layer_offsets,
+            Probe::Sawmil | Probe::Prompt => &self.layer_offsets,
+        }
+    }
+
+    pub(crate) fn sawmil_params(&self, seed: u64) -> SawMilParams {
         SawMilParams {
             c: self.sawmil_c,
             seed,
@@ -91,18 +101,17 @@ pub struct Behavioral {
     /// Context sizes; the paper's main result uses 100, Appendix G adds 20 and 50.
     pub k: Vec<usize>,
     /// `empty` (the paper's Θ0) and/or `true` (K True training statements; Appendix G).
-    pub baselines: Vec<String>,
-    /// `chat` and/or `plain` (chat applies to chat models only), or `auto`: chat for chat
-    /// models as in the paper, plain for base models, and plain for a domain where a chat
-    /// model's chat-format empty baseline holds fewer than 20 True beliefs.
-    pub formats: Vec<String>,
+    pub baselines: Vec<Baseline>,
+    /// `["chat"]`, `["plain"]` or both (chat applies to chat models only), or `["auto"]`.
+    pub formats: Formats,
     /// Extra independent context draws per Θ (beyond the paper's single draw).
     pub resamples: usize,
     /// Also score draw 0's statements in a permuted order (noise floor of the judgment).
     pub shuffle_control: bool,
-    /// When a condition has fewer than K training statements (city Fictional under the
-    /// exclusive split), use them all and record it in the unit's context file; `false` makes
-    /// it an error instead.
+    /// When a condition has fewer than K training statements, use them all, record it in the
+    /// unit's context file and flag the row (`short_context` in stability.csv); off (the
+    /// default), a short context is an error before anything is scored. The stratified split
+    /// gives every paper condition at least 100 training statements in every domain.
     pub allow_fewer: bool,
     /// Score on an OpenAI-compatible completions server instead of in-process.
     pub backend: Option<String>,
@@ -125,6 +134,55 @@ pub struct Clustering {
     pub enabled: bool,
     /// OpenAI-compatible chat endpoint that names the clusters (optional).
     pub labeler: Option<String>,
+}
+
+/// `behavioral.formats`: the prompt formats to run, or `auto`. In TOML a list of strings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Formats {
+    /// Chat for chat models (the paper, Section 4.4.2), plain for base models; a chat model
+    /// whose chat-format empty baseline holds fewer than 20 True beliefs in a domain is
+    /// prompted plain there instead, since nothing can be retracted from an empty belief set
+    /// (SmolLM2-135M answers "c" to every chat-formatted baseline question).
+    Auto,
+    Listed(Vec<PromptFormat>),
+}
+
+/// The `behavioral.formats` entry that asks for [`Formats::Auto`].
+const AUTO: &str = "auto";
+
+impl Serialize for Formats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Formats::Auto => [AUTO].serialize(s),
+            Formats::Listed(formats) => formats.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Formats {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let names = Vec::<String>::deserialize(d)?;
+        if names.iter().any(|f| f == AUTO) {
+            if names.len() > 1 {
+                return Err(D::Error::custom(
+                    "`auto` chooses the format itself and stands alone",
+                ));
+            }
+            return Ok(Formats::Auto);
+        }
+        names
+            .iter()
+            .map(|f| {
+                f.parse::<PromptFormat>().map_err(|_| {
+                    D::Error::custom(format!(
+                        "unknown prompt format `{f}` (expected chat, plain or {AUTO})"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(Formats::Listed)
+    }
 }
 
 impl Default for RunConfig {
@@ -161,7 +219,7 @@ impl Default for Representational {
     fn default() -> Self {
         Representational {
             enabled: true,
-            probes: vec!["sawmil".into(), "mass_mean".into()],
+            probes: vec![Probe::Sawmil, Probe::MassMean],
             layer_offsets: vec![-2, -1, 0, 1, 2],
             mass_mean_layer_offsets: vec![-2, -1, 0, 1, 2],
             veracity_layer: None,
@@ -176,11 +234,11 @@ impl Default for Behavioral {
         Behavioral {
             enabled: true,
             k: vec![100],
-            baselines: vec!["empty".into(), "true".into()],
-            formats: vec![super::behavioral::AUTO.into()],
+            baselines: vec![Baseline::Empty, Baseline::True],
+            formats: Formats::Auto,
             resamples: 0,
             shuffle_control: false,
-            allow_fewer: true,
+            allow_fewer: false,
             backend: None,
         }
     }
@@ -218,8 +276,9 @@ impl RunConfig {
     }
 
     /// The documented `--quick` preset: the first model only, 600 training statements and 100
-    /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL only with
-    /// C = 0.1 (no CV search), the empty baseline and the plain prompt format.
+    /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL with
+    /// C = 0.1 (no CV search) and Mass-Mean (seconds), the empty baseline and the plain prompt
+    /// format.
     pub fn quick(mut self) -> Self {
         self.models.truncate(1);
         self.test_limit = Some(100);
@@ -227,19 +286,21 @@ impl RunConfig {
         self.representational.selection_statements = 300;
         self.representational.sawmil_c = Some(0.1);
         self.behavioral.k = vec![20];
-        self.behavioral.baselines = vec!["empty".into()];
+        self.behavioral.baselines = vec![Baseline::Empty];
         // SmolLM2-135M answers "c" to every chat-formatted baseline question (|B_true| = 0), so
         // the quick look uses the plain prompt, where its baseline believes most True statements.
-        self.behavioral.formats = vec!["plain".into()];
+        self.behavioral.formats = Formats::Listed(vec![PromptFormat::Plain]);
         self.representational.layer_offsets = vec![0];
-        self.representational.probes = vec!["sawmil".into()];
-        self.representational.mass_mean_layer_offsets = vec![];
+        self.representational.probes = vec![Probe::Sawmil, Probe::MassMean];
+        self.representational.mass_mean_layer_offsets = vec![0];
         self.bootstrap_resamples = 200;
         self.familiarity.distance_pairs = 1000;
         self.familiarity.statements_per_kind = 30;
         self
     }
 
+    /// Every check a run needs before it loads a model, so a bad value fails at once with the
+    /// field's name instead of after hours of work.
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.models.is_empty() {
             bail!("`models` is empty");
@@ -247,26 +308,45 @@ impl RunConfig {
         if self.domains.is_empty() {
             bail!("`domains` is empty");
         }
-        for p in &self.representational.probes {
-            if p != "sawmil" && p != "mass_mean" {
-                bail!(
-                    "representational.probes: unknown probe `{p}` (expected sawmil or mass_mean)"
-                );
+        if let Some(model) = first_duplicate(&self.models) {
+            bail!("`models` lists `{model}` twice");
+        }
+        if let Some(domain) = first_duplicate(&self.domains) {
+            bail!("`domains` lists `{domain}` twice");
+        }
+        for (field, limit) in [
+            ("test_limit", self.test_limit),
+            ("train_limit", self.train_limit),
+            (
+                "representational.selection_statements",
+                Some(self.representational.selection_statements),
+            ),
+            (
+                "representational.veracity_layer",
+                self.representational.veracity_layer,
+            ),
+        ] {
+            if limit == Some(0) {
+                bail!("`{field}` must be at least 1");
             }
         }
-        for b in &self.behavioral.baselines {
-            if b != "empty" && b != "true" {
-                bail!("behavioral.baselines: unknown baseline `{b}` (expected empty or true)");
-            }
+        self.representational
+            .sawmil_params(self.seed)
+            .validate()
+            .context("representational.sawmil_c")?;
+        Bootstrap {
+            resamples: self.bootstrap_resamples,
+            seed: self.seed,
         }
-        let auto = super::behavioral::AUTO;
-        for f in &self.behavioral.formats {
-            if f != "chat" && f != "plain" && f != auto {
-                bail!("behavioral.formats: unknown format `{f}` (expected chat, plain or {auto})");
-            }
+        .validate()?;
+        self.split_config().validate().context("[splits]")?;
+        if self.representational.probes.contains(&Probe::Prompt) {
+            bail!(
+                "representational.probes: `prompt` is the behavioral judgment (expected sawmil or mass_mean)"
+            );
         }
-        if self.behavioral.formats.len() > 1 && self.behavioral.formats.iter().any(|f| f == auto) {
-            bail!("behavioral.formats: `{auto}` chooses the format itself and stands alone");
+        if self.behavioral.formats == Formats::Listed(Vec::new()) {
+            bail!("behavioral.formats is empty");
         }
         if self.behavioral.k.contains(&0) {
             bail!("behavioral.k: context sizes must be positive");
@@ -296,6 +376,15 @@ impl RunConfig {
     }
 }
 
+/// The first value listed twice, if any.
+fn first_duplicate<T: PartialEq>(values: &[T]) -> Option<&T> {
+    values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| values[..*i].contains(v))
+        .map(|(_, v)| v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,7 +393,11 @@ mod tests {
     fn defaults_are_the_paper_protocol() {
         let c = RunConfig::default();
         assert_eq!(c.behavioral.k, [100]);
-        assert_eq!(c.behavioral.formats, ["auto"]);
+        assert_eq!(c.behavioral.formats, Formats::Auto);
+        assert!(
+            !c.behavioral.allow_fewer,
+            "a short context is an error unless asked for"
+        );
         assert_eq!(c.representational.layer_offsets, [-2, -1, 0, 1, 2]);
         assert_eq!(
             c.representational.mass_mean_layer_offsets,
@@ -333,7 +426,7 @@ mod tests {
         assert_eq!(c.conditions().unwrap().names().len(), 7);
         assert_eq!(
             c.behavioral.baselines,
-            ["empty", "true"],
+            [Baseline::Empty, Baseline::True],
             "unset fields keep defaults"
         );
         assert_ne!(c.hash(), RunConfig::default().hash());
@@ -346,6 +439,15 @@ mod tests {
             .representational
             .sawmil_params(3);
         assert_eq!((quick.c, quick.seed), (Some(0.1), 3));
+        let quick = RunConfig::default().quick().representational;
+        assert_eq!(quick.probes, [Probe::Sawmil, Probe::MassMean]);
+        for probe in [Probe::Sawmil, Probe::MassMean] {
+            assert_eq!(
+                quick.offsets(probe),
+                [0],
+                "{probe} at the veracity layer only"
+            );
+        }
         let paper = RunConfig::default().representational.sawmil_params(3);
         assert_eq!(
             paper.c, None,
@@ -356,14 +458,49 @@ mod tests {
     #[test]
     fn unknown_fields_and_values_are_errors() {
         assert!(toml::from_str::<RunConfig>("sed = 1").is_err());
-        let c: RunConfig = toml::from_str("[behavioral]\nformats = [\"chatt\"]").unwrap();
-        assert!(c.validate().unwrap_err().to_string().contains("chatt"));
-        let c: RunConfig = toml::from_str("[behavioral]\nformats = [\"auto\", \"chat\"]").unwrap();
+        let err = |text: &str| toml::from_str::<RunConfig>(text).unwrap_err().to_string();
+        assert!(err("[behavioral]\nformats = [\"chatt\"]").contains("chatt"));
+        assert!(err("[behavioral]\nformats = [\"auto\", \"chat\"]").contains("stands alone"));
+        assert!(err("[representational]\nprobes = [\"mass-mean\"]").contains("mass_mean"));
+        assert!(err("[behavioral]\nbaselines = [\"none\"]").contains("empty"));
+        let prompt: RunConfig =
+            toml::from_str("[representational]\nprobes = [\"prompt\"]").unwrap();
+        assert!(prompt.validate().is_err());
+    }
+
+    #[test]
+    fn validate_names_the_bad_field_before_any_work() {
+        let invalid = |text: &str| {
+            let config: RunConfig = toml::from_str(text).unwrap();
+            format!("{:#}", config.validate().unwrap_err())
+        };
+        let err = invalid("[representational]\nsawmil_c = 0.0");
         assert!(
-            c.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("stands alone")
+            err.contains("sawmil_c") && err.contains("positive"),
+            "{err}"
         );
+        assert!(invalid("[representational]\nsawmil_c = -1.0").contains("sawmil_c"));
+        assert!(invalid("test_limit = 0").contains("`test_limit` must be at least 1"));
+        assert!(invalid("train_limit = 0").contains("train_limit"));
+        assert!(
+            invalid("[representational]\nselection_statements = 0")
+                .contains("selection_statements")
+        );
+        assert!(invalid("bootstrap_resamples = 0").contains("bootstrap_resamples"));
+        let err =
+            invalid("models = [\"gemma-3-270m\", \"smollm2-135m-instruct\", \"gemma-3-270m\"]");
+        assert!(err.contains("`models` lists `gemma-3-270m` twice"), "{err}");
+        let err = invalid("domains = [\"word_definitions\", \"word_definitions\"]");
+        assert!(
+            err.contains("`domains` lists `word_definitions` twice"),
+            "{err}"
+        );
+        let err = invalid("[splits]\ntest = 0.6\ncalibration = 0.5");
+        assert!(
+            err.contains("[splits]") && err.contains("split shares"),
+            "{err}"
+        );
+        RunConfig::default().validate().unwrap();
+        RunConfig::default().quick().validate().unwrap();
     }
 }

@@ -1,7 +1,7 @@
 //! What every stage of a run shares: the config, the output folder, the data of each domain
 //! and its saved split, the conditions, and the seeded subsamples a `--quick` run uses.
 
-use super::config::RunConfig;
+use crate::config::RunConfig;
 use anyhow::Context;
 use pstat_data::artifact::{Manifest, write_json_atomic};
 use pstat_data::split::exclusive_split;

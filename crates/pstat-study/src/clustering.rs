@@ -4,73 +4,26 @@
 //! selection; contrastive prompts per cluster, optionally labelled by an OpenAI-compatible
 //! chat endpoint.
 
-use super::io::read_json;
-use super::model::LoadedModel;
-use super::study::Study;
+use crate::config::RunConfig;
+use crate::io::read_json;
+use crate::progress::Progress;
+use crate::representational::veracity_activations;
+use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
 use pstat_cluster::contrast::labeler::Labeler;
 use pstat_cluster::contrast::themes::LabeledCluster;
 use pstat_cluster::contrast::{
     ClusterPrompt, PromptOptions, PromptPoint, build_prompts, prompts_markdown,
 };
 use pstat_cluster::{Grid, GridResult, Matrix, run_grid};
-use pstat_data::Domain;
 use pstat_data::activations::Activations;
 use pstat_data::artifact::{write_atomic, write_json_atomic};
+use pstat_tables::{ClusterRow, ThemeRow};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Fewer retracted statements than this are not clustered (HDBSCAN needs a handful per cluster).
 const MIN_POINTS: usize = 8;
-
-/// Which conditions retract each held-out True statement, e.g. `representational sawmil
-/// synthetic_tf`, and which statements each instantiation believed at baseline.
-#[derive(Debug, Default)]
-pub struct Retractions {
-    pub types: BTreeMap<String, BTreeSet<String>>,
-    pub believed_at_baseline: BTreeSet<String>,
-}
-
-impl Retractions {
-    pub fn add(
-        &mut self,
-        label: &str,
-        baseline: &BTreeMap<String, bool>,
-        perturbed: &BTreeMap<String, bool>,
-    ) {
-        for (id, believed) in baseline {
-            if *believed {
-                self.believed_at_baseline.insert(id.clone());
-                if perturbed.get(id) == Some(&false) {
-                    self.types
-                        .entry(id.clone())
-                        .or_default()
-                        .insert(label.to_string());
-                }
-            }
-        }
-    }
-}
-
-/// One row of `clusters.csv`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ClusterRow {
-    pub model: String,
-    pub domain: String,
-    pub statement_id: String,
-    pub cluster: i32,
-}
-
-/// One row of `themes.csv`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ThemeCsvRow {
-    pub model: String,
-    pub domain: String,
-    pub cluster: i32,
-    pub cluster_label: String,
-    pub shared_cluster_pattern: String,
-    pub retraction_hypothesis: String,
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Stored {
@@ -79,19 +32,53 @@ struct Stored {
     result: GridResult,
 }
 
-pub struct ClusterOutput {
-    pub rows: Vec<ClusterRow>,
-    pub themes: Vec<ThemeCsvRow>,
-    pub labeled: Vec<LabeledCluster>,
+/// The clustering stage: the statements retracted in this cell, clustered at the veracity
+/// layer (it needs the representational stage for the layer and its activations).
+pub struct Clustering;
+
+impl Stage for Clustering {
+    fn name(&self) -> &'static str {
+        "retraction clustering"
+    }
+
+    fn enabled(&self, config: &RunConfig) -> bool {
+        config.clustering.enabled && config.representational.enabled
+    }
+
+    fn run(
+        &self,
+        cell: &Cell,
+        handoff: &mut Handoff,
+        tables: &mut Tables,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<()> {
+        let retractions = std::mem::take(&mut handoff.retractions);
+        let (_, acts) = veracity_activations(cell, handoff, progress)?;
+        let output = run(cell, &retractions, acts)?;
+        tables.clusters.extend(output.rows);
+        tables.themes.extend(output.themes);
+        tables.labeled.extend(output.labeled);
+        Ok(())
+    }
 }
 
-pub fn run(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
+struct ClusterOutput {
+    rows: Vec<ClusterRow>,
+    themes: Vec<ThemeRow>,
+    labeled: Vec<LabeledCluster>,
+}
+
+fn run(
+    cell: &Cell,
     retractions: &Retractions,
     acts: &Activations,
 ) -> anyhow::Result<ClusterOutput> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
+    let domain = *domain;
     let dir = study
         .out
         .join("clusters")
@@ -193,19 +180,22 @@ pub fn run(
         prompts_markdown(&prompts).as_bytes(),
     )?;
     if let Some(url) = &study.config.clustering.labeler {
-        label(study, model, domain, url, &prompts, &mut output)?;
+        label(cell, url, &prompts, &mut output)?;
     }
     Ok(output)
 }
 
 fn label(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
+    cell: &Cell,
     url: &str,
     prompts: &[ClusterPrompt],
     output: &mut ClusterOutput,
 ) -> anyhow::Result<()> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
     let dir = study
         .out
         .join("clusters")
@@ -222,7 +212,7 @@ fn label(
                 outcome
             }
         };
-        output.themes.push(ThemeCsvRow {
+        output.themes.push(ThemeRow {
             model: model.name.clone(),
             domain: domain.to_string(),
             cluster: prompt.cluster_id,

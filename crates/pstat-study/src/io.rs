@@ -27,20 +27,3 @@ pub fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> anyhow::Result<()> 
     }
     write_atomic(path, &bytes).with_context(|| format!("writing {}", path.display()))
 }
-
-/// Rows as CSV with a header (serde field names), written atomically. No rows: no file (a
-/// stale one is removed), so readers see "not computed" rather than an empty table.
-pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> anyhow::Result<()> {
-    if rows.is_empty() {
-        if path.exists() {
-            std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
-        }
-        return Ok(());
-    }
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    for row in rows {
-        writer.serialize(row)?;
-    }
-    let bytes = writer.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
-    write_atomic(path, &bytes).with_context(|| format!("writing {}", path.display()))
-}

@@ -2,15 +2,17 @@
 //! over a seeded sample of each kind (Tables A6–A8, Fig. 2e), and within-kind distances of
 //! veracity-layer representations (Fig. 2d).
 
-use super::io::{read_json, write_jsonl};
-use super::model::LoadedModel;
-use super::progress::bar;
-use super::study::Study;
+use crate::config::RunConfig;
+use crate::io::{read_json, write_jsonl};
+use crate::progress::Progress;
+use crate::representational::veracity_activations;
+use crate::stage::{Cell, Handoff, Stage, Tables};
 use pstat_data::activations::Activations;
-use pstat_data::{Domain, Kind, Statement};
+use pstat_data::{Kind, Statement};
 use pstat_familiarity::distance::{pairwise_distances, standardize};
 use pstat_familiarity::object_tokens::{entity_spans, familiarity, object_token_indices};
-use pstat_familiarity::summary::{DistanceSummaryRow, FamiliarityRow, mean_with_interval};
+use pstat_familiarity::summary::mean_with_interval;
+use pstat_tables::{DistanceRow, FamiliarityRow};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -37,11 +39,47 @@ const TABLE_KINDS: [(&str, &[Kind]); 7] = [
     ("synthetic_fi", &[Kind::SyntheticFi]),
 ];
 
-pub fn object_token_table(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
+/// The familiarity stage: object-token probabilities per kind and, when the representational
+/// stage runs, within-kind distances at the veracity layer.
+pub struct Familiarity;
+
+impl Stage for Familiarity {
+    fn name(&self) -> &'static str {
+        "familiarity"
+    }
+
+    fn enabled(&self, config: &RunConfig) -> bool {
+        config.familiarity.enabled
+    }
+
+    fn run(
+        &self,
+        cell: &Cell,
+        handoff: &mut Handoff,
+        tables: &mut Tables,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<()> {
+        tables
+            .familiarity
+            .extend(object_token_table(cell, progress)?);
+        if cell.study.config.representational.enabled {
+            let (layer, acts) = veracity_activations(cell, handoff, progress)?;
+            tables.distances.extend(distance_table(cell, layer, acts));
+        }
+        Ok(())
+    }
+}
+
+fn object_token_table(
+    cell: &Cell,
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<Vec<FamiliarityRow>> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
+    let domain = *domain;
     let path = study
         .out
         .join(&model.name)
@@ -70,9 +108,9 @@ pub fn object_token_table(
         .iter()
         .map(|s| model.encoder.encode_plain_with_offsets(&s.text))
         .collect::<Result<_, _>>()?;
-    let pb = bar(
-        sample.len() as u64,
+    progress.start(
         &format!("{} {domain} object-token probabilities", model.name),
+        sample.len(),
     );
     let mut per_statement = Vec::with_capacity(sample.len());
     for (chunk_s, chunk_e) in sample.chunks(64).zip(encoded.chunks(64)) {
@@ -92,9 +130,9 @@ pub fn object_token_table(
                 fam: familiarity(p, &objects),
             });
         }
-        pb.inc(chunk_s.len() as u64);
+        progress.advance(chunk_s.len());
     }
-    pb.finish_and_clear();
+    progress.finish(false);
     write_jsonl(&path.with_extension("jsonl"), &per_statement)?;
     let seed = study.seed_for(&format!("familiarity-bootstrap:{}:{domain}", model.name));
     let rows: Vec<FamiliarityRow> = TABLE_KINDS
@@ -123,13 +161,13 @@ pub fn object_token_table(
 }
 
 /// Within-kind distances of standardized last-token representations at `layer`.
-pub fn distance_table(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
-    layer: usize,
-    acts: &Activations,
-) -> Vec<DistanceSummaryRow> {
+fn distance_table(cell: &Cell, layer: usize, acts: &Activations) -> Vec<DistanceRow> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
+    let domain = *domain;
     let kind: HashMap<&str, Kind> = study
         .data(domain)
         .statements
@@ -151,7 +189,7 @@ pub fn distance_table(
             let seed = study.seed_for(&format!("distances:{}:{domain}:{k}", model.name));
             let d = pairwise_distances(&group, pairs, seed);
             let (mean, lo, hi) = mean_with_interval(&d, study.config.bootstrap_resamples, seed)?;
-            Some(DistanceSummaryRow {
+            Some(DistanceRow {
                 model: model.name.clone(),
                 domain: domain.to_string(),
                 kind: k.to_string(),

@@ -1,0 +1,966 @@
+//! Hugging Face model folders: `config.json`, the weights in `model.safetensors` or in shards
+//! listed by `model.safetensors.index.json`, `tokenizer.json` and (for chat models)
+//! `tokenizer_config.json` or `chat_template.jinja`.
+//!
+//! The folder is read the way llama.cpp's `convert_hf_to_gguf.py` would convert it, so the
+//! forward pass runs unchanged and a folder gives the same numbers as its GGUF conversion:
+//!
+//! - config.json fields become the GGUF metadata keys the converter writes
+//!   (`num_hidden_layers` → `<arch>.block_count`, ...), and [`GgufFile::config`] reads them;
+//! - tensor names are mapped (`model.layers.3.self_attn.q_proj.weight` → `blk.3.attn_q.weight`);
+//! - Llama's q/k rows are permuted as the converter's `LlamaModel.permute` does (RoPE on
+//!   adjacent pairs instead of halves);
+//! - Gemma 3's norm weights get the `1 +` its RMSNorm applies (`Gemma3Model.norm_shift`),
+//!   computed in f32 as Hugging Face does.
+//!
+//! Weights keep their stored type (F32, F16 or BF16). Layer L of pstat's residual stream is
+//! `hidden_states[L]` of transformers' `output_hidden_states=True` (0 = embeddings) for
+//! L < n_layers; transformers' last entry has the final norm applied, pstat's layer n_layers
+//! does not.
+
+use crate::gguf::{Arch, GgufFile};
+use crate::weights::{RawTensor, SourceError, TensorSource};
+use candle_core::quantized::gguf_file::Value;
+use candle_core::quantized::{GgmlDType, QStorage, QTensor};
+use candle_core::safetensors::MmapedSafetensors;
+use half::{bf16, f16};
+use safetensors::Dtype as safetensors_dtype;
+use serde_json::Value as Json;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+pub const CONFIG: &str = "config.json";
+pub const TOKENIZER: &str = "tokenizer.json";
+pub const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
+pub const CHAT_TEMPLATE: &str = "chat_template.jinja";
+const SINGLE: &str = "model.safetensors";
+const INDEX: &str = "model.safetensors.index.json";
+
+/// Problems with a Hugging Face folder; each names the file and, where there is one, the field
+/// or tensor.
+#[derive(Debug, thiserror::Error)]
+pub enum HfError {
+    #[error(
+        "{0}: missing (a Hugging Face model folder holds config.json, tokenizer.json and \
+         model.safetensors or model.safetensors.index.json with its shards)"
+    )]
+    Missing(PathBuf),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not valid JSON: {detail}")]
+    Json { path: PathBuf, detail: String },
+    #[error("{path}: field `{field}` {detail}")]
+    Field {
+        path: PathBuf,
+        field: String,
+        detail: String,
+    },
+    #[error(
+        "{path}: field `architectures`: `{arch}` is not supported (supported: {})",
+        SUPPORTED.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
+    )]
+    UnsupportedArch { path: PathBuf, arch: String },
+    #[error("{path}: {detail}")]
+    Weights { path: PathBuf, detail: String },
+}
+
+/// `architectures[0]` values of config.json and the GGUF architecture each converts to.
+const SUPPORTED: &[(&str, Arch)] = &[
+    ("LlamaForCausalLM", Arch::Llama),
+    ("MistralForCausalLM", Arch::Llama),
+    ("Qwen2ForCausalLM", Arch::Qwen2),
+    ("Gemma3ForCausalLM", Arch::Gemma3),
+];
+
+/// Whether `path` is a Hugging Face folder rather than a GGUF file: any directory is treated as
+/// one, so that a folder missing its files gets a message saying which.
+pub fn is_folder(path: &Path) -> bool {
+    path.is_dir()
+}
+
+/// Reads a JSON file of the folder.
+pub fn read_json(path: &Path) -> Result<Json, HfError> {
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            HfError::Missing(path.to_path_buf())
+        } else {
+            HfError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    serde_json::from_str(&text).map_err(|e| HfError::Json {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })
+}
+
+/// config.json, with typed, range-checked field access.
+struct Config {
+    path: PathBuf,
+    json: Json,
+}
+
+impl Config {
+    fn field_error(&self, field: &str, detail: impl Into<String>) -> HfError {
+        HfError::Field {
+            path: self.path.clone(),
+            field: field.to_string(),
+            detail: detail.into(),
+        }
+    }
+
+    fn get(&self, field: &str) -> Option<&Json> {
+        self.json.get(field).filter(|v| !v.is_null())
+    }
+
+    /// A positive integer field, or `default` when absent.
+    fn count_or(&self, field: &str, default: Option<usize>) -> Result<usize, HfError> {
+        match self.get(field) {
+            None => default.ok_or_else(|| self.field_error(field, "is missing")),
+            Some(v) => match v.as_u64() {
+                Some(n) if n > 0 => Ok(n as usize),
+                _ => {
+                    Err(self.field_error(field, format!("should be a positive integer, found {v}")))
+                }
+            },
+        }
+    }
+
+    fn count(&self, field: &str) -> Result<usize, HfError> {
+        self.count_or(field, None)
+    }
+
+    /// A positive float field, or `default` when absent.
+    fn positive_or(&self, field: &str, default: Option<f64>) -> Result<f64, HfError> {
+        match self.get(field) {
+            None => default.ok_or_else(|| self.field_error(field, "is missing")),
+            Some(v) => match v.as_f64() {
+                Some(x) if x > 0.0 && x.is_finite() => Ok(x),
+                _ => {
+                    Err(self.field_error(field, format!("should be a positive number, found {v}")))
+                }
+            },
+        }
+    }
+
+    fn str_or<'a>(&'a self, field: &str, default: &'a str) -> Result<&'a str, HfError> {
+        match self.get(field) {
+            None => Ok(default),
+            Some(v) => v
+                .as_str()
+                .ok_or_else(|| self.field_error(field, format!("should be a string, found {v}"))),
+        }
+    }
+
+    fn bool_or(&self, field: &str, default: bool) -> Result<bool, HfError> {
+        match self.get(field) {
+            None => Ok(default),
+            Some(v) => v.as_bool().ok_or_else(|| {
+                self.field_error(field, format!("should be true or false, found {v}"))
+            }),
+        }
+    }
+
+    /// Refuses a field whose value changes the computation in a way pstat does not implement.
+    fn require(&self, field: &str, ok: bool, what: &str) -> Result<(), HfError> {
+        if ok {
+            Ok(())
+        } else {
+            let found = self
+                .get(field)
+                .map_or("absent".to_string(), Json::to_string);
+            Err(self.field_error(field, format!("is {found}: {what}")))
+        }
+    }
+}
+
+/// How a tensor of the folder becomes the tensor the forward pass reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Transform {
+    None,
+    /// The converter's `LlamaModel.permute` over `heads` heads: within each head, row
+    /// `h · d/2 + i` moves to `2i + h`.
+    PermuteRope {
+        heads: usize,
+    },
+    /// Gemma's RMSNorm multiplies by `1 + w`.
+    AddOne,
+}
+
+struct Mapped {
+    hf_name: String,
+    transform: Transform,
+}
+
+/// An opened Hugging Face folder: its config as GGUF metadata and its weights.
+pub struct HfFolder {
+    dir: PathBuf,
+    /// config.json translated to GGUF keys, with every mapped tensor's shape.
+    view: GgufFile,
+    /// Names of the HF architecture (`LlamaForCausalLM`, ...).
+    hf_arch: String,
+    weights: SafeTensors,
+}
+
+impl HfFolder {
+    /// Reads config.json, checks the architecture and every field pstat uses, and opens the
+    /// weight files, checking that they hold every tensor the model needs.
+    pub fn open(dir: &Path) -> Result<Self, HfError> {
+        let config_path = dir.join(CONFIG);
+        let config = Config {
+            json: read_json(&config_path)?,
+            path: config_path,
+        };
+        let hf_arch = match config.get("architectures").and_then(|a| a.get(0)) {
+            Some(Json::String(name)) => name.clone(),
+            _ => {
+                return Err(config.field_error(
+                    "architectures",
+                    "is missing (expected e.g. [\"LlamaForCausalLM\"])",
+                ));
+            }
+        };
+        let arch = SUPPORTED
+            .iter()
+            .find(|(name, _)| *name == hf_arch)
+            .map(|&(_, arch)| arch)
+            .ok_or_else(|| HfError::UnsupportedArch {
+                path: config.path.clone(),
+                arch: hf_arch.clone(),
+            })?;
+        let (metadata, shape) = translate(&config, arch)?;
+        let weights = SafeTensors::open(dir)?;
+        let mut names = tensor_map(&shape, arch);
+        if shape.tied {
+            names.remove("output.weight");
+        }
+        let mut tensor_dims = HashMap::new();
+        for (gguf_name, mapped) in &names {
+            tensor_dims.insert(gguf_name.clone(), weights.dims(&mapped.hf_name)?);
+        }
+        let vocab = tensor_dims["token_embd.weight"][0];
+        if let Some(v) = config.get("vocab_size")
+            && v.as_u64() != Some(vocab as u64)
+        {
+            return Err(config.field_error(
+                "vocab_size",
+                format!("is {v}, but model.embed_tokens.weight has {vocab} rows"),
+            ));
+        }
+        let view = GgufFile::from_metadata(config.path.clone(), metadata, tensor_dims);
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            view,
+            hf_arch,
+            weights: weights.with_names(names),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// config.json as GGUF metadata: [`GgufFile::config`] gives the decoder's hyper-parameters.
+    pub fn metadata(&self) -> &GgufFile {
+        &self.view
+    }
+
+    /// `architectures[0]` of config.json.
+    pub fn hf_arch(&self) -> &str {
+        &self.hf_arch
+    }
+
+    /// The weights, by GGUF tensor name.
+    pub fn tensors(&mut self) -> &mut dyn TensorSource {
+        &mut self.weights
+    }
+
+    /// Every file the model is made of, for its fingerprint: config, tokenizer, weights.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.dir.join(CONFIG), self.dir.join(TOKENIZER)];
+        files.extend(self.weights.files.iter().cloned());
+        files
+    }
+
+    /// Stored type of the weight matrices (that of `model.embed_tokens.weight`).
+    pub fn weight_type(&self) -> &'static str {
+        self.weights.dtype_name("token_embd.weight")
+    }
+}
+
+/// What the tensor map needs to know about the model's shape.
+struct Shape {
+    n_layers: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    tied: bool,
+}
+
+/// The GGUF metadata `convert_hf_to_gguf.py` writes for `config`, after checking every field
+/// pstat reads or refuses.
+fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Shape), HfError> {
+    let a = arch.gguf_name();
+    let gemma = arch == Arch::Gemma3;
+    let mut meta: HashMap<String, Value> = HashMap::new();
+    let mut put = |key: &str, value: Value| {
+        meta.insert(format!("{a}.{key}"), value);
+    };
+    let u32_of = |field: &str, n: usize| -> Result<Value, HfError> {
+        u32::try_from(n)
+            .map(Value::U32)
+            .map_err(|_| config.field_error(field, format!("is {n}, too large")))
+    };
+    let n_layers = config.count("num_hidden_layers")?;
+    let hidden = config.count("hidden_size")?;
+    let n_heads = config.count("num_attention_heads")?;
+    let n_kv_heads = config.count_or("num_key_value_heads", Some(n_heads))?;
+    if n_heads % n_kv_heads != 0 {
+        return Err(config.field_error(
+            "num_key_value_heads",
+            format!("is {n_kv_heads}: {n_heads} query heads cannot be grouped over it"),
+        ));
+    }
+    let head_dim = match (config.get("head_dim"), gemma) {
+        (Some(_), _) => config.count("head_dim")?,
+        // Gemma 3's default (transformers' Gemma3TextConfig).
+        (None, true) => 256,
+        (None, false) => {
+            if hidden % n_heads != 0 {
+                return Err(config.field_error(
+                    "num_attention_heads",
+                    format!("is {n_heads}, which does not divide hidden_size {hidden}"),
+                ));
+            }
+            hidden / n_heads
+        }
+    };
+    if head_dim % 2 != 0 {
+        return Err(config.field_error(
+            "head_dim",
+            format!("is {head_dim}: RoPE needs an even head size"),
+        ));
+    }
+    put("block_count", u32_of("num_hidden_layers", n_layers)?);
+    put("embedding_length", u32_of("hidden_size", hidden)?);
+    put(
+        "attention.head_count",
+        u32_of("num_attention_heads", n_heads)?,
+    );
+    put(
+        "attention.head_count_kv",
+        u32_of("num_key_value_heads", n_kv_heads)?,
+    );
+    put("attention.key_length", u32_of("head_dim", head_dim)?);
+    put("attention.value_length", u32_of("head_dim", head_dim)?);
+    put(
+        "feed_forward_length",
+        u32_of("intermediate_size", config.count("intermediate_size")?)?,
+    );
+    let context = config.count_or("max_position_embeddings", gemma.then_some(131_072))?;
+    put(
+        "context_length",
+        u32_of("max_position_embeddings", context)?,
+    );
+    let eps = config.positive_or("rms_norm_eps", gemma.then_some(1e-6))?;
+    put("attention.layer_norm_rms_epsilon", Value::F32(eps as f32));
+    let theta = config.positive_or("rope_theta", Some(if gemma { 1e6 } else { 1e4 }))?;
+    put("rope.freq_base", Value::F32(theta as f32));
+    if let Some(scaling) = config.get("rope_scaling") {
+        let kind = scaling
+            .get("rope_type")
+            .or_else(|| scaling.get("type"))
+            .and_then(Json::as_str)
+            .unwrap_or("");
+        let factor = scaling.get("factor").and_then(Json::as_f64);
+        match (kind, factor) {
+            ("default", _) => {}
+            ("linear", Some(f)) if f > 0.0 => {
+                put("rope.scaling.type", Value::String("linear".into()));
+                put("rope.scaling.factor", Value::F32(f as f32));
+            }
+            _ => {
+                return Err(config.field_error(
+                    "rope_scaling",
+                    format!("is {scaling}: only linear RoPE scaling is supported"),
+                ));
+            }
+        }
+    }
+    let activation = config.str_or(
+        "hidden_activation",
+        config.str_or(
+            "hidden_act",
+            if gemma { "gelu_pytorch_tanh" } else { "silu" },
+        )?,
+    )?;
+    let expected_activation = if gemma { "gelu_pytorch_tanh" } else { "silu" };
+    config.require(
+        if config.get("hidden_activation").is_some() {
+            "hidden_activation"
+        } else {
+            "hidden_act"
+        },
+        activation == expected_activation,
+        &format!("this architecture is implemented with {expected_activation}"),
+    )?;
+    match arch {
+        Arch::Llama => {
+            config.require(
+                "attention_bias",
+                !config.bool_or("attention_bias", false)?,
+                "attention biases are not implemented for llama",
+            )?;
+            config.require(
+                "mlp_bias",
+                !config.bool_or("mlp_bias", false)?,
+                "MLP biases are not implemented",
+            )?;
+            // Mistral's sliding window is a no-op while sequences are shorter than it.
+            if let Some(window) = config.get("sliding_window").and_then(Json::as_u64) {
+                config.require(
+                    "sliding_window",
+                    window as usize >= context,
+                    "sliding-window attention is not implemented for llama (it must cover max_position_embeddings)",
+                )?;
+            }
+        }
+        Arch::Qwen2 => {
+            config.require(
+                "use_sliding_window",
+                !config.bool_or("use_sliding_window", false)?,
+                "sliding-window attention is not implemented for qwen2",
+            )?;
+        }
+        Arch::Gemma3 => {
+            let window = config.count("sliding_window")?;
+            put(
+                "attention.sliding_window",
+                u32_of("sliding_window", window)?,
+            );
+            put(
+                "attention.sliding_window_pattern",
+                u32_of("sliding_window_pattern", gemma3_pattern(config, n_layers)?)?,
+            );
+            let scalar = config.positive_or("query_pre_attn_scalar", Some(head_dim as f64))?;
+            put("attention.query_pre_attn_scalar", Value::F32(scalar as f32));
+            let local = config.positive_or("rope_local_base_freq", Some(10_000.0))?;
+            config.require(
+                "rope_local_base_freq",
+                local == 10_000.0,
+                "local layers are implemented with RoPE base 10000",
+            )?;
+            for field in ["attn_logit_softcapping", "final_logit_softcapping"] {
+                config.require(
+                    field,
+                    config.get(field).is_none(),
+                    "logit soft-capping is not implemented for gemma3",
+                )?;
+            }
+        }
+        // SUPPORTED converts no folder to these architectures.
+        Arch::Gemma | Arch::Gemma2 => unreachable!("no folder architecture converts to {arch:?}"),
+    }
+    let tied = config.bool_or("tie_word_embeddings", gemma)?;
+    meta.insert("general.architecture".into(), Value::String(a.into()));
+    if let Some(name) = config.get("_name_or_path").and_then(Json::as_str) {
+        meta.insert("general.name".into(), Value::String(name.into()));
+    }
+    Ok((
+        meta,
+        Shape {
+            n_layers,
+            n_heads,
+            n_kv_heads,
+            tied,
+        },
+    ))
+}
+
+/// Gemma 3's local/global layout as a period: `layer_types` (newer configs) or
+/// `sliding_window_pattern` (older ones, default 6); layer i is global when (i + 1) is a
+/// multiple of it.
+fn gemma3_pattern(config: &Config, n_layers: usize) -> Result<usize, HfError> {
+    let Some(types) = config.get("layer_types") else {
+        return config.count_or("sliding_window_pattern", Some(6));
+    };
+    let types: Vec<&str> = types
+        .as_array()
+        .map(|a| a.iter().filter_map(Json::as_str).collect())
+        .unwrap_or_default();
+    if types.len() != n_layers {
+        return Err(config.field_error(
+            "layer_types",
+            format!(
+                "lists {} layers, num_hidden_layers is {n_layers}",
+                types.len()
+            ),
+        ));
+    }
+    let pattern = types
+        .iter()
+        .position(|t| *t == "full_attention")
+        .map_or(n_layers + 1, |i| i + 1);
+    let fits = types.iter().enumerate().all(|(i, t)| {
+        let global = (i + 1) % pattern == 0;
+        *t == if global {
+            "full_attention"
+        } else {
+            "sliding_attention"
+        }
+    });
+    config.require(
+        "layer_types",
+        fits,
+        "global layers must recur with a fixed period",
+    )?;
+    Ok(pattern)
+}
+
+/// GGUF tensor name → Hugging Face tensor and transform, for every tensor the forward pass of
+/// `arch` reads (`output.weight` included; callers drop it for tied embeddings).
+fn tensor_map(shape: &Shape, arch: Arch) -> HashMap<String, Mapped> {
+    let plain = |hf: &str| Mapped {
+        hf_name: hf.to_string(),
+        transform: Transform::None,
+    };
+    let norm = |hf: String| Mapped {
+        hf_name: hf,
+        transform: if arch == Arch::Gemma3 {
+            Transform::AddOne
+        } else {
+            Transform::None
+        },
+    };
+    let mut map = HashMap::new();
+    map.insert(
+        "token_embd.weight".into(),
+        plain("model.embed_tokens.weight"),
+    );
+    map.insert("output.weight".into(), plain("lm_head.weight"));
+    map.insert(
+        "output_norm.weight".into(),
+        norm("model.norm.weight".into()),
+    );
+    let permute = arch == Arch::Llama;
+    for i in 0..shape.n_layers {
+        let hf = |t: &str| format!("model.layers.{i}.{t}");
+        let mut put = |gguf: &str, hf_name: String, transform: Transform| {
+            map.insert(format!("blk.{i}.{gguf}"), Mapped { hf_name, transform });
+        };
+        let rope = |heads| {
+            if permute {
+                Transform::PermuteRope { heads }
+            } else {
+                Transform::None
+            }
+        };
+        put(
+            "attn_q.weight",
+            hf("self_attn.q_proj.weight"),
+            rope(shape.n_heads),
+        );
+        put(
+            "attn_k.weight",
+            hf("self_attn.k_proj.weight"),
+            rope(shape.n_kv_heads),
+        );
+        put(
+            "attn_v.weight",
+            hf("self_attn.v_proj.weight"),
+            Transform::None,
+        );
+        put(
+            "attn_output.weight",
+            hf("self_attn.o_proj.weight"),
+            Transform::None,
+        );
+        put(
+            "ffn_gate.weight",
+            hf("mlp.gate_proj.weight"),
+            Transform::None,
+        );
+        put("ffn_up.weight", hf("mlp.up_proj.weight"), Transform::None);
+        put(
+            "ffn_down.weight",
+            hf("mlp.down_proj.weight"),
+            Transform::None,
+        );
+        let n = norm(hf("input_layernorm.weight"));
+        put("attn_norm.weight", n.hf_name, n.transform);
+        match arch {
+            Arch::Llama => {
+                put(
+                    "ffn_norm.weight",
+                    hf("post_attention_layernorm.weight"),
+                    Transform::None,
+                );
+            }
+            Arch::Qwen2 => {
+                put(
+                    "ffn_norm.weight",
+                    hf("post_attention_layernorm.weight"),
+                    Transform::None,
+                );
+                put("attn_q.bias", hf("self_attn.q_proj.bias"), Transform::None);
+                put("attn_k.bias", hf("self_attn.k_proj.bias"), Transform::None);
+                put("attn_v.bias", hf("self_attn.v_proj.bias"), Transform::None);
+            }
+            Arch::Gemma3 => {
+                for (gguf, name) in [
+                    (
+                        "post_attention_norm.weight",
+                        "post_attention_layernorm.weight",
+                    ),
+                    ("ffn_norm.weight", "pre_feedforward_layernorm.weight"),
+                    ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
+                    ("attn_q_norm.weight", "self_attn.q_norm.weight"),
+                    ("attn_k_norm.weight", "self_attn.k_norm.weight"),
+                ] {
+                    put(gguf, hf(name), Transform::AddOne);
+                }
+            }
+            // SUPPORTED converts no folder to these architectures.
+            Arch::Gemma | Arch::Gemma2 => {
+                unreachable!("no folder architecture converts to {arch:?}")
+            }
+        }
+    }
+    map
+}
+
+/// The safetensors files of a folder, each tensor found through the index (or the single file).
+struct SafeTensors {
+    files: Vec<PathBuf>,
+    mapped: Vec<MmapedSafetensors>,
+    /// Hugging Face tensor name → index into `files`.
+    routing: HashMap<String, usize>,
+    /// The file that routed the names: the index, or the single file.
+    router: PathBuf,
+    /// GGUF name → Hugging Face tensor (set once the architecture's map is known).
+    names: HashMap<String, Mapped>,
+}
+
+impl SafeTensors {
+    fn open(dir: &Path) -> Result<Self, HfError> {
+        let index_path = dir.join(INDEX);
+        let single = dir.join(SINGLE);
+        let (files, listed, router): (Vec<PathBuf>, Option<HashMap<String, String>>, PathBuf) =
+            if index_path.is_file() {
+                let index = read_json(&index_path)?;
+                let map = index
+                    .get("weight_map")
+                    .and_then(Json::as_object)
+                    .ok_or_else(|| HfError::Field {
+                        path: index_path.clone(),
+                        field: "weight_map".into(),
+                        detail: "is missing or not an object".into(),
+                    })?;
+                let mut listed = HashMap::new();
+                let mut shards = BTreeSet::new();
+                for (name, file) in map {
+                    let file = file.as_str().ok_or_else(|| HfError::Field {
+                        path: index_path.clone(),
+                        field: format!("weight_map.{name}"),
+                        detail: "should be a file name".into(),
+                    })?;
+                    if file.contains('/') || file.contains('\\') || file.starts_with('.') {
+                        return Err(HfError::Field {
+                            path: index_path.clone(),
+                            field: format!("weight_map.{name}"),
+                            detail: format!("names `{file}`, not a file of the folder"),
+                        });
+                    }
+                    shards.insert(file.to_string());
+                    listed.insert(name.clone(), file.to_string());
+                }
+                let files = shards.into_iter().map(|f| dir.join(f)).collect();
+                (files, Some(listed), index_path)
+            } else if single.is_file() {
+                (vec![single.clone()], None, single)
+            } else {
+                return Err(HfError::Missing(single));
+            };
+        let mut mapped = Vec::with_capacity(files.len());
+        for file in &files {
+            if !file.is_file() {
+                return Err(HfError::Weights {
+                    path: router.clone(),
+                    detail: format!("shard {} is missing", file.display()),
+                });
+            }
+            // SAFETY: the mapping is only read, while the model loads; like every mmap reader
+            // (llama.cpp included) we rely on no other process truncating the file meanwhile.
+            let st = unsafe { MmapedSafetensors::new(file) }.map_err(|e| HfError::Weights {
+                path: file.clone(),
+                detail: format!("not a readable safetensors file: {e}"),
+            })?;
+            mapped.push(st);
+        }
+        let mut routing = HashMap::new();
+        match listed {
+            None => {
+                for (name, _) in mapped[0].tensors() {
+                    routing.insert(name, 0);
+                }
+            }
+            // The index is the authority: each tensor it lists must be in the shard it names.
+            Some(listed) => {
+                for (name, file) in listed {
+                    let at = files
+                        .iter()
+                        .position(|f| f.file_name().is_some_and(|n| n == file.as_str()))
+                        .expect("every listed shard is in `files`");
+                    if mapped[at].get(&name).is_err() {
+                        return Err(HfError::Weights {
+                            path: files[at].clone(),
+                            detail: format!(
+                                "tensor `{name}` listed in {INDEX} is not in this shard"
+                            ),
+                        });
+                    }
+                    routing.insert(name, at);
+                }
+            }
+        }
+        Ok(Self {
+            files,
+            mapped,
+            routing,
+            router,
+            names: HashMap::new(),
+        })
+    }
+
+    fn with_names(mut self, names: HashMap<String, Mapped>) -> Self {
+        self.names = names;
+        self
+    }
+
+    /// The file holding Hugging Face tensor `hf_name`, or an error naming the file that should
+    /// have listed it.
+    fn locate(&self, hf_name: &str) -> Result<usize, HfError> {
+        self.routing
+            .get(hf_name)
+            .copied()
+            .ok_or_else(|| HfError::Weights {
+                path: self.router.clone(),
+                detail: format!("tensor `{hf_name}` is missing"),
+            })
+    }
+
+    fn dims(&self, hf_name: &str) -> Result<Vec<usize>, HfError> {
+        let at = self.locate(hf_name)?;
+        let view = self.mapped[at].get(hf_name).map_err(|e| HfError::Weights {
+            path: self.files[at].clone(),
+            detail: format!("tensor `{hf_name}`: {e}"),
+        })?;
+        Ok(view.shape().to_vec())
+    }
+
+    fn dtype_name(&self, gguf_name: &str) -> &'static str {
+        let dtype = self
+            .names
+            .get(gguf_name)
+            .and_then(|m| Some((self.locate(&m.hf_name).ok()?, &m.hf_name)))
+            .and_then(|(at, name)| self.mapped[at].get(name).ok())
+            .map(|v| v.dtype());
+        match dtype {
+            Some(safetensors_dtype::BF16) => "bf16",
+            Some(safetensors_dtype::F16) => "f16",
+            Some(safetensors_dtype::F32) => "f32",
+            _ => "other",
+        }
+    }
+}
+
+impl TensorSource for SafeTensors {
+    fn has(&self, name: &str) -> bool {
+        self.names
+            .get(name)
+            .is_some_and(|m| self.routing.contains_key(&m.hf_name))
+    }
+
+    fn origin(&self, name: &str) -> String {
+        let file = self
+            .names
+            .get(name)
+            .and_then(|m| self.routing.get(&m.hf_name))
+            .map_or(&self.router, |&at| &self.files[at]);
+        file.display().to_string()
+    }
+
+    fn raw(&mut self, name: &str) -> Result<RawTensor<'_>, SourceError> {
+        let error = |file: &Path, detail: String| SourceError::Tensor {
+            file: file.display().to_string(),
+            name: name.to_string(),
+            detail,
+        };
+        let mapped = self
+            .names
+            .get(name)
+            .ok_or_else(|| error(&self.router, "has no Hugging Face counterpart".into()))?;
+        let at = self
+            .locate(&mapped.hf_name)
+            .map_err(|e| error(&self.router, e.to_string()))?;
+        let file = &self.files[at];
+        let hf = &mapped.hf_name;
+        let view = self.mapped[at]
+            .get(hf)
+            .map_err(|e| error(file, format!("`{hf}`: {e}")))?;
+        let dims = view.shape().to_vec();
+        let dtype = match view.dtype() {
+            safetensors_dtype::F32 => GgmlDType::F32,
+            safetensors_dtype::F16 => GgmlDType::F16,
+            safetensors_dtype::BF16 => GgmlDType::BF16,
+            other => {
+                return Err(error(
+                    file,
+                    format!("`{hf}` is stored as {other:?}; supported: F32, F16, BF16"),
+                ));
+            }
+        };
+        let data: Box<dyn std::io::Read + '_> = match mapped.transform {
+            Transform::None => Box::new(view.data()),
+            Transform::PermuteRope { heads } => Box::new(std::io::Cursor::new(
+                permute_rope_rows(view.data(), &dims, heads)
+                    .map_err(|detail| error(file, format!("`{hf}`: {detail}")))?,
+            )),
+            Transform::AddOne => {
+                let values = to_f32(view.dtype(), view.data());
+                let bytes: Vec<u8> = values
+                    .iter()
+                    .flat_map(|v| (v + 1.0).to_le_bytes())
+                    .collect();
+                return Ok(RawTensor {
+                    dims,
+                    dtype: GgmlDType::F32,
+                    data: Box::new(std::io::Cursor::new(bytes)),
+                });
+            }
+        };
+        Ok(RawTensor { dims, dtype, data })
+    }
+
+    fn tensor(&mut self, name: &str) -> Result<QTensor, SourceError> {
+        let error = |file: &Path, detail: String| SourceError::Tensor {
+            file: file.display().to_string(),
+            name: name.to_string(),
+            detail,
+        };
+        let mapped = self
+            .names
+            .get(name)
+            .ok_or_else(|| error(&self.router, "has no Hugging Face counterpart".into()))?;
+        let at = self
+            .locate(&mapped.hf_name)
+            .map_err(|e| error(&self.router, e.to_string()))?;
+        let file = &self.files[at];
+        let view = self.mapped[at]
+            .get(&mapped.hf_name)
+            .map_err(|e| error(file, format!("`{}`: {e}", mapped.hf_name)))?;
+        let dims = view.shape().to_vec();
+        let bytes = view.data();
+        let hf = &mapped.hf_name;
+        let storage = match (view.dtype(), mapped.transform) {
+            (
+                safetensors_dtype::F32 | safetensors_dtype::F16 | safetensors_dtype::BF16,
+                Transform::AddOne,
+            ) => {
+                let mut values = to_f32(view.dtype(), bytes);
+                values.iter_mut().for_each(|v| *v += 1.0);
+                QStorage::Cpu(Box::new(values))
+            }
+            (dtype, transform) => {
+                let bytes = match transform {
+                    Transform::PermuteRope { heads } => permute_rope_rows(bytes, &dims, heads)
+                        .map_err(|detail| error(file, format!("`{hf}`: {detail}")))?,
+                    _ => bytes.to_vec(),
+                };
+                match dtype {
+                    safetensors_dtype::F32 => {
+                        QStorage::Cpu(Box::new(decode(&bytes, f32::from_le_bytes)))
+                    }
+                    safetensors_dtype::F16 => {
+                        QStorage::Cpu(Box::new(decode(&bytes, f16::from_le_bytes)))
+                    }
+                    safetensors_dtype::BF16 => {
+                        QStorage::Cpu(Box::new(decode(&bytes, bf16::from_le_bytes)))
+                    }
+                    other => {
+                        return Err(error(
+                            file,
+                            format!("`{hf}` is stored as {other:?}; supported: F32, F16, BF16"),
+                        ));
+                    }
+                }
+            }
+        };
+        QTensor::new(storage, dims).map_err(|e| error(file, format!("`{hf}`: {e}")))
+    }
+}
+
+/// Little-endian elements of `bytes`.
+fn decode<T, const N: usize>(bytes: &[u8], from: fn([u8; N]) -> T) -> Vec<T> {
+    bytes
+        .chunks_exact(N)
+        .map(|c| from(c.try_into().expect("chunks_exact yields N bytes")))
+        .collect()
+}
+
+fn to_f32(dtype: safetensors_dtype, bytes: &[u8]) -> Vec<f32> {
+    match dtype {
+        safetensors_dtype::F16 => decode(bytes, f16::from_le_bytes)
+            .into_iter()
+            .map(f32::from)
+            .collect(),
+        safetensors_dtype::BF16 => decode(bytes, bf16::from_le_bytes)
+            .into_iter()
+            .map(f32::from)
+            .collect(),
+        _ => decode(bytes, f32::from_le_bytes),
+    }
+}
+
+/// `LlamaModel.permute` of convert_hf_to_gguf.py on raw rows: the tensor (a weight `[rows,
+/// cols]` or a bias `[rows]`) is viewed as `[heads, 2, rows/heads/2, ...]` and its axes 1 and 2
+/// swapped, so GGUF row `head·d + 2i + h` is Hugging Face row `head·d + h·d/2 + i`.
+fn permute_rope_rows(bytes: &[u8], dims: &[usize], heads: usize) -> Result<Vec<u8>, String> {
+    let rows = dims.first().copied().unwrap_or(0);
+    if rows == 0 || rows % (2 * heads) != 0 {
+        return Err(format!(
+            "{rows} rows cannot be split into {heads} heads of RoPE pairs"
+        ));
+    }
+    let row_bytes = bytes.len() / rows;
+    let half = rows / heads / 2;
+    let mut out = Vec::with_capacity(bytes.len());
+    for head in 0..heads {
+        for i in 0..half {
+            for h in 0..2 {
+                let src = head * 2 * half + h * half + i;
+                out.extend_from_slice(&bytes[src * row_bytes..(src + 1) * row_bytes]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rope_permutation_matches_the_converter() {
+        // numpy: w.reshape(2, 2, 2, 1).swapaxes(1, 2).reshape(8, 1) for rows 0..8, 2 heads.
+        let bytes: Vec<u8> = (0u8..8).collect();
+        let out = permute_rope_rows(&bytes, &[8, 1], 2).unwrap();
+        assert_eq!(out, vec![0, 2, 1, 3, 4, 6, 5, 7]);
+        assert!(permute_rope_rows(&bytes, &[8, 1], 3).is_err());
+    }
+}

@@ -1,0 +1,229 @@
+//! The behavioral stage per (model, domain): for each prompt format, context size K and
+//! baseline, every condition's belief context is drawn from the training split and the
+//! held-out True statements are asked the three-option question (pstat-prompt does the work;
+//! its units are resumable files under `<model>/<domain>/behavioral/`).
+
+use crate::config::{Formats, RunConfig};
+use crate::progress::Progress;
+use crate::stage::{Cell, Handoff, Stage, Tables};
+use pstat_data::{ConditionSet, Statement};
+use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
+use pstat_prompt::server::ServerScorer;
+use pstat_prompt::{
+    Baseline, ContextSpec, Draw, OptionScorer, OptionTokens, PromptFormat, StudySpec, TrainingPool,
+    run_units, summarize,
+};
+use pstat_stability::{Bootstrap, Judgments, MIN_BASELINE_TRUE};
+use pstat_tables::FormatDecision;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+/// The behavioral stage: belief-context prompts under every Θ.
+pub struct Behavioral;
+
+impl Stage for Behavioral {
+    fn name(&self) -> &'static str {
+        "behavioral"
+    }
+
+    fn enabled(&self, config: &RunConfig) -> bool {
+        config.behavioral.enabled
+    }
+
+    fn run(
+        &self,
+        cell: &Cell,
+        handoff: &mut Handoff,
+        tables: &mut Tables,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<()> {
+        run(cell, handoff, tables, progress)
+    }
+}
+
+fn run(
+    cell: &Cell,
+    handoff: &mut Handoff,
+    output: &mut Tables,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
+    let domain = *domain;
+    let retractions = &mut handoff.retractions;
+    let cfg = &study.config.behavioral;
+    let codec = EmbeddedCodec::open(model.lm.path())?;
+    let pool = TrainingPool::new(domain, &study.datasets, &study.splits)?;
+    let held_out = study.held_out_true(domain);
+    let by_id: BTreeMap<&str, &Statement> = study
+        .data(domain)
+        .statements
+        .iter()
+        .map(|s| (s.id.as_str(), s))
+        .collect();
+    let test: Vec<&Statement> = held_out.iter().map(|id| by_id[id.as_str()]).collect();
+    let options = OptionTokens::new(&codec)?;
+    let mut scorer: Box<dyn OptionScorer> = match &cfg.backend {
+        Some(url) => Box::new(ServerScorer::new(
+            url,
+            None,
+            options,
+            Duration::from_secs(600),
+        )?),
+        None => Box::new(EmbeddedScorer::new(&model.lm, options)),
+    };
+    let dir = cell.dir("behavioral");
+    let spec = |format: PromptFormat, k: usize, baseline: Baseline| StudySpec {
+        model: model.name.clone(),
+        domain,
+        format,
+        context: ContextSpec {
+            k,
+            baseline,
+            seed: study.seed_for(&format!("contexts:{domain}")),
+            allow_fewer: cfg.allow_fewer,
+        },
+        resamples: cfg.resamples,
+        shuffle_control: cfg.shuffle_control,
+        dir: dir.clone(),
+    };
+    let bootstrap = Bootstrap {
+        resamples: study.config.bootstrap_resamples,
+        seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
+    };
+    let mut score = |spec: &StudySpec, conditions: &ConditionSet, progress: &mut dyn Progress| {
+        run_units(
+            spec,
+            conditions,
+            &pool,
+            &test,
+            &codec,
+            scorer.as_mut(),
+            progress,
+        )
+    };
+    let (formats, reason) = match &cfg.formats {
+        Formats::Listed(formats) => {
+            let usable: Vec<PromptFormat> = formats
+                .iter()
+                .copied()
+                .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
+                .collect();
+            // A base model asked only for chat still gets its plain prompt.
+            if usable.is_empty() {
+                (
+                    vec![PromptFormat::Plain],
+                    "listed chat only, but the model has no chat template".to_string(),
+                )
+            } else {
+                (usable, "listed in behavioral.formats".to_string())
+            }
+        }
+        Formats::Auto if !codec.has_chat_template() => (
+            vec![PromptFormat::Plain],
+            "auto: the model has no chat template".to_string(),
+        ),
+        Formats::Auto => {
+            // The chat-format empty baseline decides; its unit is reused if chat is kept.
+            let main_k = cfg.k.iter().copied().max().unwrap_or(0);
+            let chat = spec(PromptFormat::Chat, main_k, Baseline::Empty);
+            let baseline_only = ConditionSet {
+                conditions: study.conditions.baseline().into_iter().cloned().collect(),
+            };
+            let units = score(&chat, &baseline_only, progress)?;
+            let believed = units
+                .first()
+                .map_or(0, |u| u.judgments.iter().filter(|j| j.judged_true).count());
+            if believed >= MIN_BASELINE_TRUE {
+                (
+                    vec![PromptFormat::Chat],
+                    format!(
+                        "auto: the chat-format baseline judges {believed} of {} held-out True statements True",
+                        test.len()
+                    ),
+                )
+            } else {
+                let reason = format!(
+                    "auto: the chat-format baseline judges {believed} of {} held-out True statements True (fewer than {MIN_BASELINE_TRUE}), so this domain is prompted in the plain format",
+                    test.len()
+                );
+                progress.note(&format!("{} {domain}: {reason}", model.name));
+                output
+                    .answers
+                    .extend(summarize(&chat, &units, bootstrap)?.answers);
+                (vec![PromptFormat::Plain], reason)
+            }
+        }
+    };
+    output.formats.push(FormatDecision {
+        model: model.name.clone(),
+        domain: domain.to_string(),
+        formats: formats.clone(),
+        reason,
+    });
+    for &format in &formats {
+        for &k in &cfg.k {
+            for &baseline in &cfg.baselines {
+                let spec = spec(format, k, baseline);
+                let units = score(&spec, &study.conditions, progress)?;
+                let summary = summarize(&spec, &units, bootstrap)?;
+                if let Some((base, rest)) = units.split_first() {
+                    let beliefs = |u: &pstat_prompt::UnitResult| -> Judgments {
+                        u.judgments
+                            .iter()
+                            .map(|j| (j.id.clone(), j.judged_true))
+                            .collect()
+                    };
+                    let base_beliefs = beliefs(base);
+                    // The report states its comparisons for the main draw at the largest K
+                    // against the empty baseline.
+                    if baseline == Baseline::Empty && Some(k) == cfg.k.iter().copied().max() {
+                        let judged: HashMap<String, Judgments> = rest
+                            .iter()
+                            .filter(|u| u.draw == Draw::Main)
+                            .map(|u| (u.condition.clone(), beliefs(u)))
+                            .collect();
+                        let key = pstat_stability::RowKey {
+                            model: model.name.clone(),
+                            domain: domain.to_string(),
+                            instantiation: pstat_tables::Instantiation::Behavioral,
+                            probe: pstat_tables::Probe::Prompt,
+                            k: Some(k),
+                            baseline: Some(baseline),
+                            format: Some(format),
+                            ..Default::default()
+                        };
+                        let held: Vec<String> =
+                            base.judgments.iter().map(|j| j.id.clone()).collect();
+                        output.comparisons.extend(crate::comparisons::paired_rows(
+                            &key,
+                            &held,
+                            &base_beliefs,
+                            &judged,
+                            study.config.bootstrap_resamples,
+                            study.seed_for(&format!(
+                                "paired:{}:{domain}:behavioral:{format}:{k}",
+                                model.name
+                            )),
+                        )?);
+                    }
+                    for unit in rest.iter().filter(|u| u.draw == Draw::Main) {
+                        let label = format!(
+                            "behavioral {format} k={k} {} {}",
+                            baseline.as_str(),
+                            unit.condition
+                        );
+                        retractions.add(&label, &base_beliefs, &beliefs(unit));
+                    }
+                }
+                output.stability.extend(summary.stability);
+                output.answers.extend(summary.answers);
+                output.resamples.extend(summary.resamples);
+            }
+        }
+    }
+    Ok(())
+}

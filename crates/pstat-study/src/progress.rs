@@ -1,0 +1,25 @@
+//! How a run tells its caller what it is doing. The library only reports; the caller decides
+//! how to show it (progress bars on a terminal, plain lines in a log, nothing in tests).
+
+/// Progress of a run. The unit-level methods come from [`pstat_prompt::Progress`] (a unit of
+/// work with `n` items: start, advance, finish); a run adds stage headings and notes.
+pub trait Progress: pstat_prompt::Progress {
+    /// A stage begins, e.g. `smollm2-135m-instruct city_locations: representational`.
+    fn stage(&mut self, name: &str);
+    /// Something the user should read: a decision the run made, or a warning.
+    fn note(&mut self, message: &str);
+}
+
+/// Reports nothing (tests, library use).
+pub struct Silent;
+
+impl pstat_prompt::Progress for Silent {
+    fn start(&mut self, _: &str, _: usize) {}
+    fn advance(&mut self, _: usize) {}
+    fn finish(&mut self, _: bool) {}
+}
+
+impl Progress for Silent {
+    fn stage(&mut self, _: &str) {}
+    fn note(&mut self, _: &str) {}
+}

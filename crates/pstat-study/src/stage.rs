@@ -1,0 +1,172 @@
+//! The stages of a run and what passes between them. A stage runs once per (model, domain)
+//! [`Cell`]; it adds rows to the run's [`Tables`] and leaves in the [`Handoff`] what later
+//! stages of the same cell need.
+
+use crate::config::RunConfig;
+use crate::model::LoadedModel;
+use crate::progress::Progress;
+use crate::study::Study;
+use crate::{behavioral, clustering, familiarity, representational};
+use pstat_data::Domain;
+use pstat_data::activations::Activations;
+use pstat_stability::Judgments;
+use pstat_tables::{
+    AnswerRow, ClusterRow, ComparisonRow, ConditionTitle, DECISIONS_FILE, Decisions, DistanceRow,
+    FamiliarityRow, FormatDecision, LAYERS_FILE, LayerChoice, ResampleRow, StabilityRow, Table,
+    ThemeRow, write_json, write_table,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One (model, domain) of a run.
+pub struct Cell<'a> {
+    pub study: &'a Study,
+    pub model: &'a LoadedModel,
+    pub domain: Domain,
+}
+
+impl Cell<'_> {
+    /// `<out>/<model>/<domain>/<stage>`: where a stage keeps its units.
+    pub fn dir(&self, stage: &str) -> std::path::PathBuf {
+        self.study
+            .out
+            .join(&self.model.name)
+            .join(self.domain.as_str())
+            .join(stage)
+    }
+}
+
+/// What the stages of one cell hand each other.
+#[derive(Default)]
+pub struct Handoff {
+    /// The veracity layer, once the representational stage has chosen (or read) it.
+    pub layer: Option<LayerChoice>,
+    /// Activations of the probed statements at the veracity layer, as the cache returns them.
+    pub activations: Option<Activations>,
+    pub retractions: Retractions,
+}
+
+/// Which conditions retract each held-out True statement, e.g. `representational sawmil
+/// synthetic_tf`, and which statements each instantiation believed at baseline.
+#[derive(Debug, Default)]
+pub struct Retractions {
+    pub types: BTreeMap<String, BTreeSet<String>>,
+    pub believed_at_baseline: BTreeSet<String>,
+}
+
+impl Retractions {
+    pub fn add(&mut self, label: &str, baseline: &Judgments, perturbed: &Judgments) {
+        for (id, believed) in baseline {
+            if *believed {
+                self.believed_at_baseline.insert(id.clone());
+                if perturbed.get(id) == Some(&false) {
+                    self.types
+                        .entry(id.clone())
+                        .or_default()
+                        .insert(label.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// A stage of the study.
+pub trait Stage: Sync {
+    /// Its name in headings and in the run folder.
+    fn name(&self) -> &'static str;
+    fn enabled(&self, config: &RunConfig) -> bool;
+    fn run(
+        &self,
+        cell: &Cell,
+        handoff: &mut Handoff,
+        tables: &mut Tables,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<()>;
+}
+
+/// The stages in the order a run executes them.
+pub const STAGES: [&dyn Stage; 4] = [
+    &representational::Representational,
+    &behavioral::Behavioral,
+    &familiarity::Familiarity,
+    &clustering::Clustering,
+];
+
+/// The tables at the top of the run folder, rebuilt from the units' results.
+#[derive(Default)]
+pub struct Tables {
+    pub stability: Vec<StabilityRow>,
+    /// Paired Synthetic-vs-Fictional tests, before Holm's correction over the run.
+    pub comparisons: Vec<ComparisonRow>,
+    pub layers: Vec<LayerChoice>,
+    pub familiarity: Vec<FamiliarityRow>,
+    pub distances: Vec<DistanceRow>,
+    pub answers: Vec<AnswerRow>,
+    pub resamples: Vec<ResampleRow>,
+    pub clusters: Vec<ClusterRow>,
+    pub themes: Vec<ThemeRow>,
+    pub labeled: Vec<pstat_cluster::contrast::themes::LabeledCluster>,
+    /// The prompt formats chosen per (model, domain).
+    pub formats: Vec<FormatDecision>,
+}
+
+impl Tables {
+    pub fn write(&self, study: &Study, progress: &mut dyn Progress) -> anyhow::Result<()> {
+        let out = &study.out;
+        write_table(out, &self.stability)?;
+        write_json(&out.join("stability.json"), &self.stability)?;
+        let mut comparisons = self.comparisons.clone();
+        pstat_stability::adjust_holm(&mut comparisons);
+        write_table(out, &comparisons)?;
+        write_json(&out.join(LAYERS_FILE), &self.layers)?;
+        write_table(out, &self.familiarity)?;
+        write_table(out, &self.distances)?;
+        write_table(out, &self.clusters)?;
+        write_table(out, &self.answers)?;
+        write_table(out, &self.resamples)?;
+        if !self.themes.is_empty() {
+            write_table(out, &self.themes)?;
+            let themes = pstat_cluster::contrast::themes::tabulate_themes(&self.labeled);
+            write_json(&out.join("themes.json"), &themes)?;
+        }
+        let decisions = Decisions {
+            conditions: study
+                .conditions
+                .conditions
+                .iter()
+                .map(|c| ConditionTitle {
+                    name: c.name.clone(),
+                    title: c.title.clone(),
+                })
+                .collect(),
+            formats: self.formats.clone(),
+        };
+        write_json(&out.join(DECISIONS_FILE), &decisions)?;
+        for path in [
+            StabilityRow::FILE,
+            ComparisonRow::FILE,
+            FamiliarityRow::FILE,
+            DistanceRow::FILE,
+            LAYERS_FILE,
+            ClusterRow::FILE,
+            AnswerRow::FILE,
+            DECISIONS_FILE,
+        ] {
+            if !out.join(path).exists() {
+                continue;
+            }
+            pstat_data::artifact::Manifest::new(
+                path,
+                &study.config_hash,
+                &study.data_hash(),
+                study.config.seed,
+            )
+            .write_beside(&out.join(path))?;
+        }
+        progress.note(&format!(
+            "wrote {} ({} rows)",
+            out.join(StabilityRow::FILE).display(),
+            self.stability.len()
+        ));
+        Ok(())
+    }
+}

@@ -1,0 +1,133 @@
+//! Reading, writing and upserting tables. Writes are atomic (a reader never sees half a
+//! file); a malformed file is an error naming the file and the line.
+
+use crate::Table;
+use pstat_data::artifact::write_atomic;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}{}: {message}", path.display(), line.map_or(String::new(), |l| format!(", line {l}")))]
+    Format {
+        path: PathBuf,
+        /// 1-based line of the file (the header is line 1).
+        line: Option<usize>,
+        message: String,
+    },
+}
+
+impl TableError {
+    fn format(path: &Path, line: Option<usize>, message: impl ToString) -> Self {
+        TableError::Format {
+            path: path.to_path_buf(),
+            line,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Every row of the CSV at `path`.
+pub fn read_csv<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, TableError> {
+    let bytes = std::fs::read(path).map_err(|source| TableError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut reader = csv::Reader::from_reader(bytes.as_slice());
+    reader
+        .deserialize()
+        .enumerate()
+        .map(|(i, row)| row.map_err(|e| TableError::format(path, Some(i + 2), e)))
+        .collect()
+}
+
+/// Rows as CSV with a header (serde field names), written atomically.
+pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), TableError> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    for row in rows {
+        writer
+            .serialize(row)
+            .map_err(|e| TableError::format(path, None, e))?;
+    }
+    let bytes = writer
+        .into_inner()
+        .map_err(|e| TableError::format(path, None, e))?;
+    write_atomic(path, &bytes).map_err(|source| TableError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The table `T` of the run folder `dir`.
+pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>, TableError> {
+    read_csv(&dir.join(T::FILE))
+}
+
+/// The table `T` of `dir`, or `None` when the run did not write it.
+pub fn read_table_opt<T: Table>(dir: &Path) -> Result<Option<Vec<T>>, TableError> {
+    let path = dir.join(T::FILE);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    read_csv(&path).map(Some)
+}
+
+/// Writes the table `T` of `dir` (see [`Table::EMPTY_HEADER`] for no rows).
+pub fn write_table<T: Table>(dir: &Path, rows: &[T]) -> Result<(), TableError> {
+    let path = dir.join(T::FILE);
+    if rows.is_empty() {
+        return match T::EMPTY_HEADER {
+            Some(columns) => {
+                let mut bytes = columns.join(",");
+                bytes.push('\n');
+                write_atomic(&path, bytes.as_bytes())
+            }
+            None if path.exists() => std::fs::remove_file(&path),
+            None => Ok(()),
+        }
+        .map_err(|source| TableError::Io { path, source });
+    }
+    write_csv(&path, rows)
+}
+
+/// Replaces rows with the same key and appends new ones, keeping the table's order stable so
+/// a stage that is rerun rewrites its rows in place.
+pub fn upsert<T: Table>(rows: &mut Vec<T>, new: impl IntoIterator<Item = T>) {
+    for row in new {
+        let key = row.key();
+        match rows.iter_mut().find(|r| r.key() == key) {
+            Some(slot) => *slot = row,
+            None => rows.push(row),
+        }
+    }
+}
+
+/// Adds `new` to the table `T` of `dir`, replacing rows with the same key in place.
+pub fn upsert_table<T: Table>(dir: &Path, new: &[T]) -> Result<(), TableError> {
+    let mut rows = read_table_opt::<T>(dir)?.unwrap_or_default();
+    upsert(&mut rows, new.iter().cloned());
+    write_table(dir, &rows)
+}
+
+/// A JSON file of the run folder.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, TableError> {
+    let bytes = std::fs::read(path).map_err(|source| TableError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| TableError::format(path, Some(e.line()), e))
+}
+
+/// Pretty JSON, written atomically.
+pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), TableError> {
+    pstat_data::artifact::write_json_atomic(path, value).map_err(|source| TableError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}

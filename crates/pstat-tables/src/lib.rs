@@ -1,0 +1,49 @@
+//! The tables of a run folder. Every file a run writes for people and for the report has
+//! exactly one Rust type here, used by its writer, by the report and by the tests; the
+//! helpers read, write and upsert them. This crate has no model runtime, so the report does
+//! not pull one in.
+//!
+//! | file                        | type                  |
+//! |-----------------------------|-----------------------|
+//! | `stability.csv`             | [`StabilityRow`]      |
+//! | `comparisons.csv`           | [`ComparisonRow`]     |
+//! | `answers.csv`               | [`AnswerRow`]         |
+//! | `resamples.csv`             | [`ResampleRow`]       |
+//! | `familiarity.csv`           | [`FamiliarityRow`]    |
+//! | `distances.csv`             | [`DistanceRow`]       |
+//! | `bigram_rank_frequency.csv` | [`BigramRankRow`]     |
+//! | `bigram_distances.csv`      | [`BigramDistanceRow`] |
+//! | `clusters.csv`              | [`ClusterRow`]        |
+//! | `themes.csv`                | [`ThemeRow`]          |
+//! | `layers.json`               | [`LayerChoice`]       |
+//! | `decisions.json`            | [`Decisions`]         |
+
+mod io;
+pub mod keys;
+mod rows;
+
+pub use io::{
+    TableError, read_csv, read_json, read_table, read_table_opt, upsert, upsert_table, write_csv,
+    write_json, write_table,
+};
+pub use keys::{Baseline, Instantiation, Probe, PromptFormat, UnknownValue};
+pub use rows::*;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A CSV table of the run folder.
+pub trait Table: Serialize + DeserializeOwned + Clone {
+    /// Its file name in the run folder.
+    const FILE: &'static str;
+    /// Written as a header-only file when there are no rows (readers still see the columns);
+    /// `None`: no rows, no file, so readers see "not computed" rather than an empty table.
+    const EMPTY_HEADER: Option<&'static [&'static str]> = None;
+    /// The identifying columns: an upsert replaces the row with the same key.
+    fn key(&self) -> String;
+}
+
+/// Joins key parts with the unit separator, which no cell contains.
+fn key_of(parts: &[&str]) -> String {
+    parts.join("\u{1f}")
+}

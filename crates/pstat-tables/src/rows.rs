@@ -1,0 +1,508 @@
+//! One type per table. Columns that do not apply, and undefined values, are empty cells,
+//! which pandas reads as NaN.
+
+use crate::keys::{Baseline, Instantiation, Probe, PromptFormat};
+use crate::{Table, key_of};
+use serde::{Deserialize, Serialize};
+
+/// One row of `stability.csv`: ρ_R and ρ_E of one perturbation against its baseline, per
+/// (model, domain, instantiation, probe, k, baseline, format, layer, condition, resample).
+/// `Default` is an empty row (no rates) for building rows field by field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StabilityRow {
+    pub model: String,
+    pub domain: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
+    pub k: Option<usize>,
+    /// The behavioral baseline context.
+    pub baseline: Option<Baseline>,
+    /// The behavioral prompt format.
+    pub format: Option<PromptFormat>,
+    pub layer: Option<usize>,
+    pub condition: String,
+    /// Index of the context draw (behavioral resamples), or `shuffle` controls; empty otherwise.
+    pub resample: Option<String>,
+    pub n_baseline_true: usize,
+    pub n_baseline_not_true: usize,
+    pub retractions: usize,
+    pub expansions: usize,
+    pub retraction_rate: Option<f64>,
+    pub retraction_rate_lo: Option<f64>,
+    pub retraction_rate_hi: Option<f64>,
+    pub expansion_rate: Option<f64>,
+    pub expansion_rate_lo: Option<f64>,
+    pub expansion_rate_hi: Option<f64>,
+    /// `small_baseline` when the baseline holds too few True beliefs for a meaningful rate.
+    pub flag: Option<String>,
+    /// sAwMIL's C, the same for every Θ of a (model, domain, layer): chosen by the CV search
+    /// on the baseline's labels or fixed in the config. Empty for Mass-Mean and behavioral rows.
+    /// Columns after `flag` are appended, so readers of older tables keep working.
+    #[serde(default)]
+    pub c: Option<f64>,
+    /// Statements actually in Θ's belief context (behavioral rows; empty otherwise).
+    #[serde(default)]
+    pub context_size: Option<usize>,
+    /// The context holds fewer than the `k` it was asked for (only with `allow_fewer`): the
+    /// rate is not a K-statement rate. Empty where there is no context.
+    #[serde(default)]
+    pub short_context: Option<bool>,
+}
+
+/// The identifying columns of a [`StabilityRow`], apart from the measured values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RowKey {
+    pub model: String,
+    pub domain: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
+    pub k: Option<usize>,
+    pub baseline: Option<Baseline>,
+    pub format: Option<PromptFormat>,
+    pub layer: Option<usize>,
+    pub condition: String,
+    pub resample: Option<String>,
+}
+
+impl StabilityRow {
+    pub fn row_key(&self) -> RowKey {
+        RowKey {
+            model: self.model.clone(),
+            domain: self.domain.clone(),
+            instantiation: self.instantiation,
+            probe: self.probe,
+            k: self.k,
+            baseline: self.baseline,
+            format: self.format,
+            layer: self.layer,
+            condition: self.condition.clone(),
+            resample: self.resample.clone(),
+        }
+    }
+}
+
+/// The columns of `stability.csv`, in order.
+pub const STABILITY_COLUMNS: [&str; 24] = [
+    "model",
+    "domain",
+    "instantiation",
+    "probe",
+    "k",
+    "baseline",
+    "format",
+    "layer",
+    "condition",
+    "resample",
+    "n_baseline_true",
+    "n_baseline_not_true",
+    "retractions",
+    "expansions",
+    "retraction_rate",
+    "retraction_rate_lo",
+    "retraction_rate_hi",
+    "expansion_rate",
+    "expansion_rate_lo",
+    "expansion_rate_hi",
+    "flag",
+    "c",
+    "context_size",
+    "short_context",
+];
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map_or(String::new(), T::to_string)
+}
+
+impl Table for StabilityRow {
+    const FILE: &'static str = "stability.csv";
+    const EMPTY_HEADER: Option<&'static [&'static str]> = Some(&STABILITY_COLUMNS);
+    fn key(&self) -> String {
+        key_of(&[
+            &self.model,
+            &self.domain,
+            self.instantiation.as_str(),
+            self.probe.as_str(),
+            &opt(&self.k),
+            &opt(&self.baseline),
+            &opt(&self.format),
+            &opt(&self.layer),
+            &self.condition,
+            &opt(&self.resample),
+        ])
+    }
+}
+
+/// One row of `comparisons.csv`: a paired comparison ρ_R(Θa) − ρ_R(Θb) of two perturbations of
+/// one (model, domain, instantiation, probe, k, baseline, format, layer), measured on the same
+/// baseline-True statements, with its bootstrap interval and p-value, Holm-corrected over
+/// every row of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonRow {
+    pub model: String,
+    pub domain: String,
+    pub instantiation: Instantiation,
+    pub probe: Probe,
+    pub k: Option<usize>,
+    pub baseline: Option<Baseline>,
+    pub format: Option<PromptFormat>,
+    pub layer: Option<usize>,
+    pub condition_a: String,
+    pub condition_b: String,
+    pub n_baseline_true: usize,
+    pub retraction_rate_a: f64,
+    pub retraction_rate_b: f64,
+    /// ρ_R(Θa) − ρ_R(Θb).
+    pub difference: f64,
+    pub difference_lo: f64,
+    pub difference_hi: f64,
+    /// Two-sided bootstrap p-value of a zero difference (uncorrected).
+    pub p_value: f64,
+    /// Holm-adjusted over every row of the run's table.
+    pub p_holm: f64,
+    /// `p_holm` below the stated level (5%).
+    pub significant: bool,
+}
+
+/// The columns of `comparisons.csv`, in order.
+pub const COMPARISON_COLUMNS: [&str; 19] = [
+    "model",
+    "domain",
+    "instantiation",
+    "probe",
+    "k",
+    "baseline",
+    "format",
+    "layer",
+    "condition_a",
+    "condition_b",
+    "n_baseline_true",
+    "retraction_rate_a",
+    "retraction_rate_b",
+    "difference",
+    "difference_lo",
+    "difference_hi",
+    "p_value",
+    "p_holm",
+    "significant",
+];
+
+impl Table for ComparisonRow {
+    const FILE: &'static str = "comparisons.csv";
+    const EMPTY_HEADER: Option<&'static [&'static str]> = Some(&COMPARISON_COLUMNS);
+    fn key(&self) -> String {
+        key_of(&[
+            &self.model,
+            &self.domain,
+            self.instantiation.as_str(),
+            self.probe.as_str(),
+            &opt(&self.k),
+            &opt(&self.baseline),
+            &opt(&self.format),
+            &opt(&self.layer),
+            &self.condition_a,
+            &self.condition_b,
+        ])
+    }
+}
+
+/// One row of `answers.csv`: the answer distribution of one behavioral unit over the
+/// held-out True statements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnswerRow {
+    pub model: String,
+    pub domain: String,
+    pub format: PromptFormat,
+    pub k: usize,
+    pub baseline: Baseline,
+    pub condition: String,
+    pub draw: String,
+    pub n: usize,
+    pub a: usize,
+    pub b: usize,
+    pub c: usize,
+    pub mean_leftover: f64,
+    /// `small_baseline` on the baseline row when too few statements are judged True:
+    /// retraction rates against it mean little.
+    pub flag: Option<String>,
+}
+
+impl Table for AnswerRow {
+    const FILE: &'static str = "answers.csv";
+    fn key(&self) -> String {
+        key_of(&[
+            &self.model,
+            &self.domain,
+            self.format.as_str(),
+            &self.k.to_string(),
+            self.baseline.as_str(),
+            &self.condition,
+            &self.draw,
+        ])
+    }
+}
+
+/// One row of `resamples.csv`: ρ_R and ρ_E of a condition over its main context draw and
+/// resamples, and the order-shuffle control.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResampleRow {
+    pub model: String,
+    pub domain: String,
+    pub format: PromptFormat,
+    pub k: usize,
+    pub baseline: Baseline,
+    pub condition: String,
+    /// Draws summarised: the main one and every resample.
+    pub n_draws: usize,
+    pub retraction_rate_mean: Option<f64>,
+    /// Sample standard deviation over draws (n − 1 denominator).
+    pub retraction_rate_sd: Option<f64>,
+    pub retraction_rate_min: Option<f64>,
+    pub retraction_rate_max: Option<f64>,
+    pub expansion_rate_mean: Option<f64>,
+    pub expansion_rate_sd: Option<f64>,
+    /// ρ_R with the main draw's statements in a permuted order.
+    pub shuffle_retraction_rate: Option<f64>,
+    /// Share of held-out statements whose judgment differs between the main draw and its
+    /// shuffled order: the noise floor of the judgment itself.
+    pub shuffle_flip_rate: Option<f64>,
+}
+
+impl Table for ResampleRow {
+    const FILE: &'static str = "resamples.csv";
+    fn key(&self) -> String {
+        key_of(&[
+            &self.model,
+            &self.domain,
+            self.format.as_str(),
+            &self.k.to_string(),
+            self.baseline.as_str(),
+            &self.condition,
+        ])
+    }
+}
+
+/// One row of `familiarity.csv`: mean object-token probability per (model, domain, kind)
+/// with a bootstrap 95% interval (Tables A6–A8, Fig. 2e).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamiliarityRow {
+    pub model: String,
+    pub domain: String,
+    pub kind: String,
+    pub n: usize,
+    pub mean_object_token_prob: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Table for FamiliarityRow {
+    const FILE: &'static str = "familiarity.csv";
+    fn key(&self) -> String {
+        key_of(&[&self.model, &self.domain, &self.kind])
+    }
+}
+
+/// One row of `distances.csv`: mean within-kind Euclidean distance of standardized
+/// last-token representations at `layer`, with a bootstrap 95% interval (Fig. 2d).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DistanceRow {
+    pub model: String,
+    pub domain: String,
+    pub kind: String,
+    pub layer: usize,
+    pub n_pairs: usize,
+    pub mean_distance: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Table for DistanceRow {
+    const FILE: &'static str = "distances.csv";
+    fn key(&self) -> String {
+        key_of(&[&self.model, &self.domain, &self.kind])
+    }
+}
+
+/// One point of `bigram_rank_frequency.csv`: the character-bigram rank–frequency curve of a
+/// domain × kind (Fig. 2 a–c).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BigramRankRow {
+    pub domain: String,
+    pub kind: String,
+    /// 1 = most frequent bigram; ties broken alphabetically so the curve is reproducible.
+    pub rank: usize,
+    pub bigram: String,
+    pub count: u64,
+    /// count / all bigrams of this domain × kind.
+    pub frequency: f64,
+}
+
+impl Table for BigramRankRow {
+    const FILE: &'static str = "bigram_rank_frequency.csv";
+    fn key(&self) -> String {
+        key_of(&[&self.domain, &self.kind, &self.rank.to_string()])
+    }
+}
+
+/// One row of `bigram_distances.csv`: the Jensen–Shannon distance between two kinds' bigram
+/// distributions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BigramDistanceRow {
+    pub domain: String,
+    pub kind_a: String,
+    pub kind_b: String,
+    pub js_distance: f64,
+}
+
+impl Table for BigramDistanceRow {
+    const FILE: &'static str = "bigram_distances.csv";
+    fn key(&self) -> String {
+        key_of(&[&self.domain, &self.kind_a, &self.kind_b])
+    }
+}
+
+/// One row of `clusters.csv`: the cluster of a retracted statement (−1 = noise).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterRow {
+    pub model: String,
+    pub domain: String,
+    pub statement_id: String,
+    pub cluster: i32,
+}
+
+impl Table for ClusterRow {
+    const FILE: &'static str = "clusters.csv";
+    fn key(&self) -> String {
+        key_of(&[&self.model, &self.domain, &self.statement_id])
+    }
+}
+
+/// One row of `themes.csv`: the labeler's answer for one cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThemeRow {
+    pub model: String,
+    pub domain: String,
+    pub cluster: i32,
+    pub cluster_label: String,
+    pub shared_cluster_pattern: String,
+    pub retraction_hypothesis: String,
+}
+
+impl Table for ThemeRow {
+    const FILE: &'static str = "themes.csv";
+    fn key(&self) -> String {
+        key_of(&[&self.model, &self.domain, &self.cluster.to_string()])
+    }
+}
+
+/// One entry of `layers.json`: how the veracity layer of a (model, domain) was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerChoice {
+    pub model: String,
+    pub domain: String,
+    pub veracity_layer: usize,
+    pub criterion: String,
+    /// The selection curve (empty when the layer is fixed in the config).
+    #[serde(default)]
+    pub scores: Vec<LayerScore>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerScore {
+    pub layer: usize,
+    /// Undefined where the calibration sample lacks a class.
+    pub auc: Option<f64>,
+}
+
+/// `layers.json`: the veracity layer of every (model, domain) of a run.
+pub const LAYERS_FILE: &str = "layers.json";
+
+/// `decisions.json`: what a run decided that the tables alone do not say, so the report reads
+/// it instead of guessing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Decisions {
+    /// Every condition of the run in order (the baseline first), with its display title.
+    pub conditions: Vec<ConditionTitle>,
+    /// The prompt formats each (model, domain) was prompted in, and why.
+    pub formats: Vec<FormatDecision>,
+}
+
+pub const DECISIONS_FILE: &str = "decisions.json";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConditionTitle {
+    pub name: String,
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FormatDecision {
+    pub model: String,
+    pub domain: String,
+    pub formats: Vec<PromptFormat>,
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{read_table, upsert, write_table};
+
+    fn row(condition: &str, retractions: usize) -> StabilityRow {
+        StabilityRow {
+            model: "m".into(),
+            domain: "city_locations".into(),
+            instantiation: Instantiation::Representational,
+            probe: Probe::Sawmil,
+            layer: Some(15),
+            condition: condition.into(),
+            retractions,
+            n_baseline_true: 2,
+            retraction_rate: Some(retractions as f64 / 2.0),
+            ..StabilityRow::default()
+        }
+    }
+
+    #[test]
+    fn stability_csv_has_the_paper_columns_and_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        write_table::<StabilityRow>(dir.path(), &[]).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("stability.csv")).unwrap();
+        assert_eq!(text.trim_end(), STABILITY_COLUMNS.join(","));
+        let rows = vec![row("noise", 1), row("fictional", 0)];
+        write_table(dir.path(), &rows).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("stability.csv")).unwrap();
+        assert_eq!(text.lines().next().unwrap(), STABILITY_COLUMNS.join(","));
+        assert!(
+            text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,,,\n"),
+            "{text}"
+        );
+        assert_eq!(read_table::<StabilityRow>(dir.path()).unwrap(), rows);
+    }
+
+    #[test]
+    fn upsert_replaces_rows_with_the_same_key_in_place() {
+        let mut rows = vec![row("noise", 0), row("fictional", 0)];
+        upsert(&mut rows, [row("noise", 1), row("synthetic_tf", 0)]);
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].retractions, 1);
+        assert_eq!(rows[2].condition, "synthetic_tf");
+    }
+
+    #[test]
+    fn an_empty_optional_table_is_no_file_and_a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("answers.csv");
+        std::fs::write(&path, "stale").unwrap();
+        write_table::<AnswerRow>(dir.path(), &[]).unwrap();
+        assert!(!path.exists());
+        std::fs::write(
+            dir.path().join("clusters.csv"),
+            "model,domain,statement_id,cluster\nm,d,s1,0\nm,d,s2,x\n",
+        )
+        .unwrap();
+        let err = read_table::<ClusterRow>(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("clusters.csv, line 3"), "{err}");
+    }
+}
