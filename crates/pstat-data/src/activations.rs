@@ -8,12 +8,16 @@
 //! | `offsets`   | I64     | [statements + 1] | statement i owns rows offsets[i]..offsets[i+1] |
 //! | `token_ids` | U32     | [tokens]         | the token fed at each row                      |
 //!
-//! The safetensors metadata holds `statement_ids` (JSON list) and any provenance the writer
-//! adds (model sha256, layer, template, data hash).
+//! The safetensors metadata holds `statement_ids` (JSON list), `content_xxh3` (the xxh3-64 of
+//! everything after the header, checked on every read: a cache file garbled on disk must never
+//! feed a probe) and any provenance the writer adds (model sha256, layer, template, data hash).
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Metadata key of the content hash.
+const CONTENT_HASH: &str = "content_xxh3";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Activations {
@@ -42,8 +46,10 @@ const F16_MAX: f32 = 65504.0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActivationsError {
-    #[error("{path}: {message}")]
-    Format { path: String, message: String },
+    /// The file is damaged (truncated, garbled, hash mismatch): recompute it after
+    /// [`move_aside`], never use it.
+    #[error("{path}: corrupt activation file: {reason}")]
+    Corrupt { path: String, reason: String },
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -162,6 +168,13 @@ impl Activations {
             serde_json::to_string(&self.statement_ids).unwrap(),
         );
         meta.insert("hidden".into(), self.hidden.to_string());
+        // The data section does not depend on the metadata, so its hash can be stored there.
+        let unhashed = safetensors::serialize(tensors.clone(), Some(meta.clone()))
+            .expect("in-memory safetensors serialization");
+        meta.insert(
+            CONTENT_HASH.into(),
+            format!("{:016x}", content_hash(&unhashed).expect("well-formed")),
+        );
         safetensors::serialize(tensors, Some(meta)).expect("in-memory safetensors serialization")
     }
 
@@ -179,12 +192,13 @@ impl Activations {
             path: path.display().to_string(),
             source,
         })?;
-        Self::from_bytes(&bytes).map_err(|message| ActivationsError::Format {
+        Self::from_bytes(&bytes).map_err(|reason| ActivationsError::Corrupt {
             path: path.display().to_string(),
-            message,
+            reason,
         })
     }
 
+    /// Parses a file written by [`Self::to_bytes`], checking its content hash.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
         let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
         let tensors = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
@@ -193,6 +207,15 @@ impl Activations {
             .clone()
             .map(|m| m.into_iter().collect())
             .unwrap_or_default();
+        let stored = metadata
+            .remove(CONTENT_HASH)
+            .ok_or(format!("metadata lacks `{CONTENT_HASH}`"))?;
+        let actual = format!("{:016x}", content_hash(bytes)?);
+        if stored != actual {
+            return Err(format!(
+                "content hash mismatch (stored {stored}, computed {actual})"
+            ));
+        }
         let statement_ids: Vec<String> = serde_json::from_str(
             &metadata
                 .remove("statement_ids")
@@ -273,6 +296,34 @@ impl Activations {
             metadata,
         })
     }
+}
+
+/// xxh3-64 of the data section of a safetensors file (everything after the 8-byte length and
+/// the JSON header).
+fn content_hash(bytes: &[u8]) -> Result<u64, String> {
+    let header_len = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        .ok_or("shorter than a safetensors header")?;
+    let data = usize::try_from(header_len)
+        .ok()
+        .and_then(|n| n.checked_add(8))
+        .and_then(|start| bytes.get(start..))
+        .ok_or("header length beyond the end of the file")?;
+    Ok(xxhash_rust::xxh3::xxh3_64(data))
+}
+
+/// Moves a corrupt file aside to `<path>.corrupt` (replacing an older one) so that the caller
+/// can recompute it while the damaged bytes stay available for inspection. Returns the new path.
+pub fn move_aside(path: &Path) -> Result<PathBuf, ActivationsError> {
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".corrupt");
+    let aside = PathBuf::from(aside);
+    std::fs::rename(path, &aside).map_err(|source| ActivationsError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    Ok(aside)
 }
 
 /// IEEE 754 binary16 conversion, round-to-nearest-even (what numpy's astype(float16) does).
@@ -365,5 +416,64 @@ mod tests {
         a.push("s:0", &[2, 5], &[-1.2e5, 0.1, 3.0, 70000.5]);
         let back = Activations::from_bytes(&a.to_bytes(Precision::F16)).unwrap();
         assert_eq!(back.values, a.values, "no infinities, no rounding");
+    }
+
+    fn written(dir: &Path) -> (Activations, PathBuf) {
+        let mut a = Activations::new(4);
+        for i in 0..20u32 {
+            let rows: Vec<f32> = (0..8).map(|k| (i * 8 + k) as f32 * 0.25).collect();
+            a.push(&format!("s:{i}"), &[i, i + 1], &rows);
+        }
+        let path = dir.join("layer_3.safetensors");
+        a.write(&path, Precision::F32).unwrap();
+        assert_eq!(Activations::read(&path).unwrap(), a);
+        (a, path)
+    }
+
+    fn assert_corrupt_and_moved_aside(path: &Path) {
+        let err = Activations::read(path).unwrap_err();
+        let ActivationsError::Corrupt { path: named, .. } = &err else {
+            panic!("expected Corrupt, got {err}");
+        };
+        assert_eq!(named, &path.display().to_string());
+        let aside = move_aside(path).unwrap();
+        assert!(!path.exists());
+        assert_eq!(aside.file_name().unwrap(), "layer_3.safetensors.corrupt");
+        assert!(aside.exists());
+    }
+
+    #[test]
+    fn a_zeroed_region_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, path) = written(dir.path());
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 200..n - 100].fill(0);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_corrupt_and_moved_aside(&path);
+    }
+
+    #[test]
+    fn a_truncated_file_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, path) = written(dir.path());
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        assert_corrupt_and_moved_aside(&path);
+    }
+
+    #[test]
+    fn a_file_without_content_hash_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, path) = written(dir.path());
+        // Re-serialize the same tensors without the hash.
+        let bytes = a.to_bytes(Precision::F32);
+        let back = SafeTensors::deserialize(&bytes).unwrap();
+        let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
+        let mut meta = meta.metadata().clone().unwrap();
+        meta.remove(CONTENT_HASH);
+        let plain = safetensors::serialize(back.tensors(), Some(meta)).unwrap();
+        std::fs::write(&path, plain).unwrap();
+        assert_corrupt_and_moved_aside(&path);
     }
 }

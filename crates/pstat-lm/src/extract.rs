@@ -65,6 +65,7 @@ pub fn extract(
             for (layer, acts) in out.iter_mut().enumerate() {
                 let mut rows = prefix_rows[layer].clone();
                 rows.extend_from_slice(&result.captured[layer][span.clone()]);
+                model.check_finite(&rows, next, layers[layer])?;
                 acts.push(&ids[next], &sequences[next], &rows);
             }
             row += suffix.len();

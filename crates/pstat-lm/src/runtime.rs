@@ -35,6 +35,15 @@ pub enum LmError {
     CandidateOutOfRange { id: u32, vocab: usize },
     #[error("{path}: the model does not fit in memory: {detail}")]
     TooLarge { path: PathBuf, detail: String },
+    #[error(
+        "{model}: the forward pass of sequence {sequence} produced a non-finite value ({value}) at {layer}; the model file is damaged or the model overflows"
+    )]
+    NonFinite {
+        model: PathBuf,
+        sequence: usize,
+        layer: String,
+        value: f32,
+    },
 }
 
 /// The next-token distribution after one continuation, reduced to what scoring needs.
@@ -148,6 +157,9 @@ impl LanguageModel {
             let mut row = 0;
             for seq in &batch {
                 let rows = row * hidden..(row + seq.len()) * hidden;
+                for (c, &layer) in out.captured.iter().zip(layers) {
+                    self.check_finite(&c[rows.clone()], result.len(), layer)?;
+                }
                 result.push(
                     out.captured
                         .iter()
@@ -179,7 +191,9 @@ impl LanguageModel {
             let mut rows = probs.into_iter();
             for seq in &batch {
                 let values = rows.by_ref().take(seq.len()).flatten();
-                result.push(values.map(|n| n.logprobs[0].exp()).collect());
+                let probs: Vec<f32> = values.map(|n| n.logprobs[0].exp()).collect();
+                self.check_output(&probs, result.len())?;
+                result.push(probs);
             }
         }
         Ok(result)
@@ -211,7 +225,11 @@ impl LanguageModel {
         for batch in batches(suffixes) {
             let out = self.model.forward(&batch, prefix, &plan)?;
             let scored = self.logprobs_of(&out.final_hidden, |_| Some(candidates.to_vec()))?;
-            result.extend(scored.into_iter().flatten());
+            for next in scored.into_iter().flatten() {
+                self.check_output(&next.logprobs, result.len())?;
+                self.check_output(&[next.top_logprob], result.len())?;
+                result.push(next);
+            }
         }
         Ok(result)
     }
@@ -230,6 +248,40 @@ impl LanguageModel {
             .into_iter()
             .map(|n| combine_options(&n, option_ids))
             .collect())
+    }
+
+    /// A NaN or infinity in what leaves the runtime is an error naming the model, the sequence
+    /// and the layer: a damaged weight otherwise turns into `null` scores or silent answers.
+    /// Checked once on the returned values, never inside the kernels.
+    pub(crate) fn check_finite(
+        &self,
+        values: &[f32],
+        sequence: usize,
+        layer: usize,
+    ) -> Result<(), LmError> {
+        self.non_finite(values, sequence, || format!("layer {layer}"))
+    }
+
+    /// [`Self::check_finite`] for values computed from the LM head's logits.
+    fn check_output(&self, values: &[f32], sequence: usize) -> Result<(), LmError> {
+        self.non_finite(values, sequence, || "the output (LM head)".to_string())
+    }
+
+    fn non_finite(
+        &self,
+        values: &[f32],
+        sequence: usize,
+        layer: impl Fn() -> String,
+    ) -> Result<(), LmError> {
+        match values.iter().find(|v| !v.is_finite()) {
+            None => Ok(()),
+            Some(&value) => Err(LmError::NonFinite {
+                model: self.path.clone(),
+                sequence,
+                layer: layer(),
+                value,
+            }),
+        }
     }
 
     /// Log-softmax of the logits of each final-norm row, read at the ids `wanted(row)` asks for

@@ -135,6 +135,13 @@ pub fn judge(
                 return invalid(format!("no activations for statement `{id}`"));
             };
             let score = probe.score(acts.statement(i));
+            // A NaN score would judge the statement False without a word.
+            if !score.is_finite() {
+                let layer = acts.metadata.get("layer").map_or("?", String::as_str);
+                return invalid(format!(
+                    "probe score of statement `{id}` (layer {layer}) is {score}: its activations hold a non-finite value"
+                ));
+            }
             Ok(ProbeJudgment {
                 id: id.clone(),
                 score,
@@ -246,5 +253,15 @@ mod tests {
         let judged = judge(&probe, &acts, &true_test).unwrap();
         assert!(judged.iter().all(|j| j.judged_true), "{judged:?}");
         assert!(judge(&probe, &acts, &["nope".into()]).is_err());
+        let mut broken = acts.clone();
+        let i = broken.index_of(&true_test[0]).unwrap();
+        let at = broken.offsets[i + 1] * broken.hidden - 1;
+        broken.values[at] = f32::NAN;
+        broken.metadata.insert("layer".into(), "5".into());
+        let err = judge(&probe, &broken, &true_test).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("`{}`", true_test[0])) && err.contains("layer 5"),
+            "{err}"
+        );
     }
 }

@@ -8,7 +8,7 @@ use crate::progress::Progress;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::study::Study;
 use anyhow::{Context, bail};
-use pstat_data::activations::{Activations, Precision};
+use pstat_data::activations::{Activations, ActivationsError, Precision, move_aside};
 use pstat_data::artifact::{sha256_hex, write_json_atomic};
 use pstat_data::{Condition, Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
@@ -588,9 +588,10 @@ pub fn cached_activations(
         );
     }
     let domain = data.domain;
-    // The leading tag versions the cache layout: v2 stopped writing f16 infinities.
+    // The leading tag versions the cache layout: v2 stopped writing f16 infinities, v3 files
+    // carry a content hash checked on every read.
     let key_input = format!(
-        "activations-v2\n{}\n{}\n{}\n{}",
+        "activations-v3\n{}\n{}\n{}\n{}",
         model.lm.sha256(),
         model.input_signature(),
         data.data_hash,
@@ -602,13 +603,27 @@ pub fn cached_activations(
         .join(&sha256_hex(key_input.as_bytes())[..16]);
     let path = |l: usize| dir.join(format!("layer_{l:02}.safetensors"));
     let mut out = BTreeMap::new();
-    let missing: Vec<usize> = layers
-        .iter()
-        .copied()
-        .filter(|l| !path(*l).exists())
-        .collect();
-    for &l in layers.iter().filter(|l| !missing.contains(l)) {
-        out.insert(l, Activations::read(&path(l))?);
+    let mut missing = Vec::new();
+    for &l in layers {
+        if !path(l).exists() {
+            missing.push(l);
+            continue;
+        }
+        // A damaged cache file is never used: it is moved aside and its layer recomputed.
+        match Activations::read(&path(l)) {
+            Ok(a) => {
+                out.insert(l, a);
+            }
+            Err(err @ ActivationsError::Corrupt { .. }) => {
+                let aside = move_aside(&path(l))?;
+                progress.note(&format!(
+                    "warning: {err}; moved to {} and recomputed",
+                    aside.display()
+                ));
+                missing.push(l);
+            }
+            Err(err) => return Err(err.into()),
+        }
     }
     if missing.is_empty() {
         return Ok(out);

@@ -533,3 +533,41 @@ fn bad_requests_are_clear_errors() {
     let err = model.forward(&[&[50]], None, &plan(&[1])).unwrap_err();
     assert!(err.to_string().contains("outside the vocabulary"), "{err}");
 }
+
+#[test]
+fn a_non_finite_weight_is_an_error_naming_model_sequence_and_layer() {
+    use crate::runtime::{LanguageModel, LmError};
+    let mut weights = random_weights(LLAMA, 5);
+    weights.get_mut("blk.1.ffn_down.weight").unwrap().1[3] = f32::INFINITY;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inf.gguf");
+    write_gguf(LLAMA, &weights, &path);
+    let lm = LanguageModel::load(&path).unwrap();
+    let sequences = vec![vec![1u32, 2, 3], vec![4, 5, 6, 7]];
+
+    let ok = lm.hidden_states(&sequences, &[0, 1]).unwrap();
+    assert_eq!(ok.len(), 2);
+    let err = lm.hidden_states(&sequences, &[1, 2]).unwrap_err();
+    assert!(
+        matches!(err, LmError::NonFinite { sequence: 0, .. }),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("inf.gguf") && msg.contains("sequence 0") && msg.contains("layer 2"),
+        "{msg}"
+    );
+
+    let ids: Vec<String> = vec!["a".into(), "b".into()];
+    let err = crate::extract::extract(&lm, &ids, &sequences, &[3], |_| {}).unwrap_err();
+    assert!(err.to_string().contains("layer 3"), "{err}");
+
+    for err in [
+        lm.next_token_logprobs(None, &sequences[1..], &[7, 8])
+            .unwrap_err(),
+        lm.token_probabilities(&sequences).unwrap_err(),
+    ] {
+        assert!(matches!(err, LmError::NonFinite { .. }), "{err}");
+        assert!(err.to_string().contains("LM head"), "{err}");
+    }
+}
