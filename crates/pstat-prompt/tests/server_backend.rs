@@ -405,7 +405,11 @@ fn faults_cost_retries_never_a_wrong_or_missing_judgment() {
             Duration::from_secs(3),
             Duration::from_millis(300),
         );
-        let mut scorer = ServerScorer::connect(&config(&proxy.url, 4), &Codec).unwrap();
+        // Four workers share one fault schedule, so one prompt can meet several faults in a
+        // row; enough retries that none runs out (each fault still costs exactly one).
+        let mut faulty = config(&proxy.url, 4);
+        faulty.http.retries = 12;
+        let mut scorer = ServerScorer::connect(&faulty, &Codec).unwrap();
         let p = prompts(30, true);
         let got = scorer.score(&p, &mut |_| {}).unwrap();
         check(&p, &got);
