@@ -222,7 +222,10 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         "The layer whose representations the probes read, per model and domain.",
     );
     match &data.layers {
-        Some(l) => veracity.tables.push(tables::layers_table(l)),
+        Some(l) => {
+            render(figures::layer_curve(l), &mut veracity)?;
+            veracity.tables.push(tables::layers_table(l));
+        }
         None => veracity.missing("Veracity-layer selection", "layers.json"),
     }
     if !layers.guessed.is_empty() {

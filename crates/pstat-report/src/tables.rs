@@ -206,30 +206,32 @@ pub fn layers_table(layers: &[LayerChoice]) -> Table {
     Table {
         id: "table_layers".into(),
         title: "Veracity layers".into(),
-        caption: "Veracity layer per model and domain, the criterion that chose it, and its score."
+        caption: "Veracity layer per model and domain, the criterion that chose it, and its scores there (Fig. A0 draws the whole curve)."
             .into(),
         header: vec![
             "Model".into(),
             "Domain".into(),
             "Criterion".into(),
             "Veracity layer".into(),
+            "AP at that layer".into(),
             "AUC at that layer".into(),
             "Layers scored".into(),
         ],
         rows: sorted
             .iter()
             .map(|c| {
-                let auc = c
-                    .scores
-                    .iter()
-                    .find(|s| s.layer == c.veracity_layer)
-                    .and_then(|s| s.auc)
-                    .map_or("–".into(), |auc| format!("{auc:.3}"));
+                let at = c.scores.iter().find(|s| s.layer == c.veracity_layer);
+                let show = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.3}"));
+                let (ap, auc) = (
+                    show(at.and_then(|s| s.average_precision)),
+                    show(at.and_then(|s| s.auc)),
+                );
                 vec![
                     c.model.clone(),
                     domain_title(&c.domain),
                     c.criterion.clone(),
                     c.veracity_layer.to_string(),
+                    ap,
                     auc,
                     c.scores.len().to_string(),
                 ]

@@ -61,11 +61,12 @@ pub struct Representational {
     /// sAwMIL's C. None = chosen by 3-fold CV over [0.05, 0.1, 0.5, 1, 10] with the one-SE
     /// rule for every fit (the paper); a value skips the search (`--quick` uses 0.1).
     pub sawmil_c: Option<f64>,
-    /// Statements per split used to select the veracity layer (last-token Mass-Mean fit on
-    /// this many training statements, AUC on this many calibration statements). 500: the AUC's
-    /// standard error is about 0.013 there, and SmolLM2's curve is flat to within 0.01 over its
-    /// top layers even at 1500, so more statements make the choice slower, not steadier.
+    /// Training statements (stratified by kind) on which the veracity-layer selection fits its
+    /// baseline sAwMIL probe at every candidate layer.
     pub selection_statements: usize,
+    /// Calibration statements on which the selection scores each layer; None = the whole
+    /// calibration split (the paper's protocol). `--quick` samples 300.
+    pub selection_calibration: Option<usize>,
 }
 
 impl Representational {
@@ -225,6 +226,7 @@ impl Default for Representational {
             veracity_layer: None,
             sawmil_c: None,
             selection_statements: 500,
+            selection_calibration: None,
         }
     }
 }
@@ -284,6 +286,7 @@ impl RunConfig {
         self.test_limit = Some(100);
         self.train_limit = Some(600);
         self.representational.selection_statements = 300;
+        self.representational.selection_calibration = Some(300);
         self.representational.sawmil_c = Some(0.1);
         self.behavioral.k = vec![20];
         self.behavioral.baselines = vec![Baseline::Empty];
@@ -320,6 +323,10 @@ impl RunConfig {
             (
                 "representational.selection_statements",
                 Some(self.representational.selection_statements),
+            ),
+            (
+                "representational.selection_calibration",
+                self.representational.selection_calibration,
             ),
             (
                 "representational.veracity_layer",

@@ -12,7 +12,7 @@ use pstat_data::activations::{Activations, ActivationsError, Precision, move_asi
 use pstat_data::artifact::{sha256_hex, write_json_atomic};
 use pstat_data::{Condition, Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
-use pstat_probe::{Bags, MassMeanParams, ProbeParams, TrainedProbe, TrainingSet, auc};
+use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
 use pstat_tables::{Instantiation, LayerChoice, LayerScore, Probe};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -275,6 +275,9 @@ fn probe_unit(
         match fit.fit(&training, condition) {
             Ok(trained) => {
                 let judged = judge(&trained, acts, &held_out)?;
+                // The probe itself, so anyone can reload and rescore it (`pstat sawmil
+                // predict`); written before its judgments, which mark the condition done.
+                trained.save(&unit.join(format!("{}.probe.safetensors", condition.name)))?;
                 write_jsonl(&unit.join(format!("{}.jsonl", condition.name)), &judged)?;
                 judgments.insert(
                     condition.name.clone(),
@@ -426,10 +429,10 @@ impl UnitFit {
     }
 }
 
-/// The layer that best separates True from Not True: a last-token Mass-Mean baseline probe fit
-/// on a stratified training sample, scored by AUC on a calibration sample. Candidates are the
-/// layers whose l−2..l+2 neighbourhood exists. Persisted; a fixed layer in the config wins.
-fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Result<LayerChoice> {
+/// The veracity layer of a (model, domain), persisted in `layers.json`: a layer fixed in the
+/// run config wins; else the paper's Table A3 layer when the model is one of the paper's;
+/// else the criterion the Table A3 layers come from ([`select_layer`]).
+pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Result<LayerChoice> {
     let Cell {
         study,
         model,
@@ -440,6 +443,13 @@ fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Result<La
         return Ok(choice);
     }
     let n_layers = model.lm.n_layers();
+    let fixed = |layer: usize, criterion: &str| LayerChoice {
+        model: model.name.clone(),
+        domain: domain.to_string(),
+        veracity_layer: layer,
+        criterion: criterion.into(),
+        scores: Vec::new(),
+    };
     let choice = if let Some(layer) = study.config.representational.veracity_layer {
         if layer == 0 || layer > n_layers {
             bail!(
@@ -447,113 +457,159 @@ fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Result<La
                 model.name
             );
         }
-        LayerChoice {
-            model: model.name.clone(),
-            domain: domain.to_string(),
-            veracity_layer: layer,
-            criterion: "fixed in the run config".into(),
-            scores: Vec::new(),
-        }
+        fixed(layer, "fixed in the run config")
+    } else if let Some(layer) = pstat_lm::paper::paper_layer(&model.lm, *domain) {
+        fixed(
+            layer,
+            "the paper's layer for this model and domain (Table A3)",
+        )
     } else {
-        select_layer(study, model, *domain, progress)?
+        let n = study.config.representational.selection_statements;
+        let train = study.stratified_train(*domain, n);
+        select_layer(study, model, *domain, &train, progress)?
     };
     write_json_atomic(&path, &choice)?;
     Ok(choice)
 }
 
-fn select_layer(
+/// C of the selection probes: the upstream default (`C: 1.0`). A C search per layer would
+/// multiply the selection's cost by the grid.
+const SELECTION_C: f64 = 1.0;
+
+/// Bytes of all-token activations the layer selection holds at once.
+const ACTIVATION_BUDGET: usize = 2 << 30;
+
+/// The criterion of the Trilemma paper, which the paper's Table A3 layers come from: at every
+/// layer with l±2 neighbours a baseline sAwMIL probe (Θ0's labels, all tokens, C = 1) is fit on
+/// `train` and scores the calibration split (bag score = max over tokens), giving the average
+/// precision of True against Not True. Upstream takes the layer of the best AP; pstat takes the
+/// layer whose window l−2..l+2 has the best mean AP (the first on ties), because P-StaT reads
+/// that whole window (Appendix F) and because a single layer's AP moves with the training
+/// sample by more than the gaps between neighbouring layers. The curve is recorded.
+pub fn select_layer(
     study: &Study,
     model: &LoadedModel,
     domain: Domain,
+    train: &[String],
     progress: &mut dyn Progress,
 ) -> anyhow::Result<LayerChoice> {
-    let n = study.config.representational.selection_statements;
-    let train = study.stratified_train(domain, n);
-    let cal = study.calibration_ids(domain, n);
+    let cal = study.selection_calibration(domain);
     let data = study.data(domain);
+    let n_layers = model.lm.n_layers();
+    let candidates: Vec<usize> = (3..=n_layers.saturating_sub(2)).collect();
+    if candidates.is_empty() {
+        bail!(
+            "{} has too few layers ({n_layers}) for a veracity layer with l±2 neighbours",
+            model.name
+        );
+    }
+    let baseline = study
+        .conditions
+        .baseline()
+        .context("the condition set has no baseline to select the veracity layer on")?;
     let kind: HashMap<&str, Kind> = data
         .statements
         .iter()
         .map(|s| (s.id.as_str(), s.kind))
         .collect();
-    let candidates: Vec<usize> = (3..=model.lm.n_layers().saturating_sub(2)).collect();
-    if candidates.is_empty() {
-        bail!(
-            "{} has too few layers ({}) for a veracity layer with l±2 neighbours",
-            model.name,
-            model.lm.n_layers()
-        );
-    }
-    let ids: Vec<String> = train.iter().chain(&cal).cloned().collect();
-    let last_tokens = last_token_states(study, model, domain, &ids, &candidates, progress)?;
-    let label = |id: &str| if kind[id] == Kind::True { 1i8 } else { -1 };
-    let hidden = model.lm.hidden_size();
-    let mut scores = Vec::new();
-    for (c, &layer) in candidates.iter().enumerate() {
-        let rows = |range: std::ops::Range<usize>| -> Vec<f32> {
-            range
-                .flat_map(|i| last_tokens[i][c * hidden..(c + 1) * hidden].to_vec())
-                .collect()
-        };
-        let train_bags = Bags::new(hidden, rows(0..train.len()), (0..=train.len()).collect())?;
-        let labels: Vec<i8> = train.iter().map(|id| label(id)).collect();
-        let set = TrainingSet::with_last_known(train_bags, labels, 1)?;
-        let probe = MassMeanParams::default().fit(&set)?;
-        let cal_rows = rows(train.len()..ids.len());
-        let cal_scores: Vec<f32> = cal_rows.chunks(hidden).map(|r| probe.score(r)).collect();
-        let cal_labels: Vec<i8> = cal.iter().map(|id| label(id)).collect();
-        scores.push(LayerScore {
-            layer,
-            auc: auc(&cal_scores, &cal_labels),
-        });
-    }
-    let best = scores
+    let cal_labels: Vec<i8> = cal
         .iter()
-        .filter_map(|s| s.auc.map(|a| (s.layer, a)))
-        .fold(None, |best: Option<(usize, f64)>, (l, a)| match best {
-            Some((_, b)) if b >= a => best,
-            _ => Some((l, a)),
+        .map(|id| {
+            if kind[id.as_str()] == Kind::True {
+                1
+            } else {
+                -1
+            }
         })
-        .context("no layer gave a defined AUC (the calibration sample lacks a class)")?;
+        .collect();
+    let mut split = study.split(domain).clone();
+    split.train = train.to_vec();
+    let seed = study.seed_for(&format!("selection:{}:{domain}", model.name));
+    let params = study
+        .config
+        .representational
+        .sawmil_params(seed)
+        .with_c(SELECTION_C);
+    let ids: Vec<String> = train.iter().chain(&cal).cloned().collect();
+    let tokens = model.encode_statements(data, &ids)?;
+    // All-token states of every candidate layer at once would not fit for large models: the
+    // layers go in groups of at most ACTIVATION_BUDGET bytes, one forward pass per group.
+    let per_layer = tokens.iter().map(Vec::len).sum::<usize>() * model.lm.hidden_size() * 4;
+    let group = (ACTIVATION_BUDGET / per_layer.max(1)).clamp(1, candidates.len());
+    progress.start(
+        &format!("{} {domain} layer selection", model.name),
+        ids.len() * candidates.len().div_ceil(group),
+    );
+    let mut scores = Vec::new();
+    for layers in candidates.chunks(group) {
+        let acts =
+            pstat_lm::extract::extract(&model.lm, &ids, &tokens, layers, |n| progress.advance(n))?;
+        for (&layer, acts) in layers.iter().zip(&acts) {
+            let training = ConditionTraining::new(data, &split, acts, seed)?;
+            // A layer whose baseline fit is degenerate has no score, so it cannot be chosen.
+            let cal_scores: Option<Vec<f32>> = match training.fit(baseline, &params) {
+                Ok(probe) => Some(
+                    judge(&probe, acts, &cal)?
+                        .into_iter()
+                        .map(|j| j.score)
+                        .collect(),
+                ),
+                Err(_) => None,
+            };
+            let ap = cal_scores.as_ref().and_then(|s| {
+                let s: Vec<f64> = s.iter().map(|&x| f64::from(x)).collect();
+                average_precision(&s, &cal_labels)
+            });
+            scores.push(LayerScore {
+                layer,
+                average_precision: ap,
+                window_average_precision: None,
+                auc: cal_scores.as_ref().and_then(|s| auc(s, &cal_labels)),
+            });
+        }
+    }
+    progress.finish(false);
+    let chosen = best_window(&mut scores).context(
+        "no layer gave a defined average precision (no True statement in the calibration split, or every fit was degenerate)",
+    )?;
     Ok(LayerChoice {
         model: model.name.clone(),
         domain: domain.to_string(),
-        veracity_layer: best.0,
+        veracity_layer: chosen,
         criterion: format!(
-            "AUC (True vs Not True) of a last-token Mass-Mean baseline probe fit on {} training and scored on {} calibration statements; first maximum over layers 3..={}",
-            train.len(),
+            "best mean average precision over l−2..l+2 (True vs Not True, on {} calibration statements) of baseline sAwMIL probes (C = {SELECTION_C}) fit on {} training statements at layers 3..={}",
             cal.len(),
-            candidates.last().unwrap()
+            train.len(),
+            candidates.last().expect("candidates is not empty")
         ),
         scores,
     })
 }
 
-/// Last-token residual stream of `ids` at every layer of `layers`, concatenated per statement
-/// (`[layers × hidden]`), computed in chunks so all-token states of all layers never coexist.
-fn last_token_states(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
-    ids: &[String],
-    layers: &[usize],
-    progress: &mut dyn Progress,
-) -> anyhow::Result<Vec<Vec<f32>>> {
-    progress.start(
-        &format!("{} {domain} layer selection", model.name),
-        ids.len(),
-    );
-    let mut out = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(64) {
-        let tokens = model.encode_statements(study.data(domain), chunk)?;
-        let acts =
-            pstat_lm::extract::extract(&model.lm, chunk, &tokens, layers, |n| progress.advance(n))?;
-        for i in 0..chunk.len() {
-            out.push(acts.iter().flat_map(|a| a.last_token(i).to_vec()).collect());
-        }
+/// Fills every score's window mean (the mean AP over the scored layers l−2..l+2) and returns
+/// the layer, among those with an AP, whose window mean is largest (the first on ties).
+fn best_window(scores: &mut [LayerScore]) -> Option<usize> {
+    let means: Vec<Option<f64>> = (0..scores.len())
+        .map(|i| {
+            let window: Vec<f64> = scores[i.saturating_sub(2)..(i + 3).min(scores.len())]
+                .iter()
+                .filter_map(|s| s.average_precision)
+                .collect();
+            (!window.is_empty()).then(|| window.iter().sum::<f64>() / window.len() as f64)
+        })
+        .collect();
+    for (score, mean) in scores.iter_mut().zip(means) {
+        score.window_average_precision = mean;
     }
-    progress.finish(false);
-    Ok(out)
+    scores
+        .iter()
+        .filter(|s| s.average_precision.is_some())
+        .filter_map(|s| Some((s.layer, s.window_average_precision?)))
+        .fold(None, |best: Option<(usize, f64)>, (l, m)| match best {
+            Some((_, b)) if b >= m => best,
+            _ => Some((l, m)),
+        })
+        .map(|(layer, _)| layer)
 }
 
 /// Activations of the statements a run probes (its training statements and held-out True
@@ -714,6 +770,34 @@ mod tests {
             data_hash: String::new(),
         };
         (data, split, acts)
+    }
+
+    #[test]
+    fn the_veracity_layer_centres_the_best_window() {
+        let score = |layer: usize, ap: Option<f64>| LayerScore {
+            layer,
+            average_precision: ap,
+            window_average_precision: None,
+            auc: None,
+        };
+        // A lone spike at layer 4 loses to the plateau of layers 8..10.
+        let aps = [0.40, 0.70, 0.40, 0.40, 0.55, 0.60, 0.60, 0.60, 0.55, 0.40];
+        let mut scores: Vec<LayerScore> = aps
+            .iter()
+            .enumerate()
+            .map(|(i, &ap)| score(i + 3, Some(ap)))
+            .collect();
+        assert_eq!(best_window(&mut scores), Some(9));
+        assert!((scores[6].window_average_precision.unwrap() - 0.58).abs() < 1e-12);
+        // Windows are cut at the ends; ties go to the first layer.
+        let mut flat: Vec<LayerScore> = (3..7).map(|l| score(l, Some(0.5))).collect();
+        assert_eq!(best_window(&mut flat), Some(3));
+        // A layer without an AP (a degenerate fit) is never chosen, nor counted in windows.
+        let mut gaps = vec![score(3, None), score(4, Some(0.2)), score(5, None)];
+        assert_eq!(best_window(&mut gaps), Some(4));
+        assert_eq!(gaps[0].window_average_precision, Some(0.2));
+        let mut none = vec![score(3, None)];
+        assert_eq!(best_window(&mut none), None);
     }
 
     #[test]

@@ -124,18 +124,19 @@ impl Study {
         self.stratified(domain, &self.train_ids(domain), limit, "selection-train")
     }
 
-    /// Calibration statements used for veracity-layer selection (at most `limit`, seeded).
-    pub fn calibration_ids(&self, domain: Domain, limit: usize) -> Vec<String> {
-        self.stratified(
-            domain,
-            &self.split(domain).calibration,
-            limit,
-            "calibration",
-        )
+    /// Calibration statements on which the veracity layer is selected: the whole calibration
+    /// split, or a seeded sample stratified by kind (`representational.selection_calibration`).
+    pub fn selection_calibration(&self, domain: Domain) -> Vec<String> {
+        let calibration = &self.split(domain).calibration;
+        match self.config.representational.selection_calibration {
+            None => calibration.clone(),
+            Some(limit) => self.stratified(domain, calibration, limit, "calibration"),
+        }
     }
 
-    /// Up to `limit` of `ids`, an equal share per kind where possible, in dataset order.
-    fn stratified(
+    /// Up to `limit` of `ids`, an equal share per kind where possible, in dataset order; the
+    /// sample is seeded by the run's seed and `purpose`.
+    pub fn stratified(
         &self,
         domain: Domain,
         ids: &[String],

@@ -409,7 +409,16 @@ pub struct LayerChoice {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerScore {
     pub layer: usize,
-    /// Undefined where the calibration sample lacks a class.
+    /// Average precision of True against Not True on the calibration statements (the
+    /// selection criterion); undefined where the fit was degenerate or no True statement was
+    /// scored.
+    #[serde(default)]
+    pub average_precision: Option<f64>,
+    /// Mean average precision over the layers l−2..l+2 that were scored: the veracity layer
+    /// maximises it.
+    #[serde(default)]
+    pub window_average_precision: Option<f64>,
+    /// ROC AUC of the same scores, for reference.
     pub auc: Option<f64>,
 }
 

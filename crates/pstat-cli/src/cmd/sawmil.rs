@@ -31,13 +31,25 @@ pub enum SawmilCommand {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Score bags: one JSON line per bag, `{"score": s, "label": 1|-1}`, in bag order.
+    /// Score bags: one JSON line per bag, `{"score": s, "label": 1|-1}`, in bag order; or, with
+    /// `--activations`, every statement of an activation file (a run's cache or an imported
+    /// one), `{"id": ..., "score": s, "label": 1|-1}`, exactly as the run judged it.
     Predict {
+        /// A probe file: `pstat sawmil fit --out`, or a run's
+        /// `<model>/<domain>/representational/<probe>/layer_<l>/<condition>.probe.safetensors`.
         #[arg(long)]
         probe: PathBuf,
         /// Bags file (`X` and `bag_offsets`; `y` and `intra` are ignored).
+        #[arg(
+            long,
+            required_unless_present = "activations",
+            conflicts_with = "activations"
+        )]
+        bags: Option<PathBuf>,
+        /// Activation file (safetensors with per-statement token rows, as the activation
+        /// cache writes them); any probe kind.
         #[arg(long)]
-        bags: PathBuf,
+        activations: Option<PathBuf>,
     },
 }
 
@@ -77,30 +89,50 @@ pub fn run(command: SawmilCommand) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        SawmilCommand::Predict { probe, bags } => {
+        SawmilCommand::Predict {
+            probe,
+            bags,
+            activations,
+        } => {
             let model = TrainedProbe::load(&probe)?;
-            if model.kind != ProbeKind::SawMil {
-                anyhow::bail!(
-                    "{}: is a {} probe, not sawmil",
-                    probe.display(),
-                    model.kind.name()
-                );
-            }
-            let file = MilFile::read(&bags)?;
-            if file.bags.dim() != model.dim() {
-                anyhow::bail!(
-                    "{}: tensor `X` has {} features but the probe {} expects {}",
-                    bags.display(),
-                    file.bags.dim(),
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let dim_error = |file: &std::path::Path, what: &str, found: usize| {
+                anyhow::anyhow!(
+                    "{}: {what} has {found} features but the probe {} expects {}",
+                    file.display(),
                     probe.display(),
                     model.dim()
-                );
-            }
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            for score in model.scores(&file.bags) {
-                let line =
-                    serde_json::json!({ "score": score, "label": TrainedProbe::label(score) });
-                writeln!(out, "{line}")?;
+                )
+            };
+            if let Some(path) = activations {
+                let acts = pstat_data::activations::Activations::read(&path)?;
+                if acts.hidden != model.dim() {
+                    return Err(dim_error(&path, "the activation file", acts.hidden));
+                }
+                for (i, id) in acts.statement_ids.iter().enumerate() {
+                    let score = model.score(acts.statement(i));
+                    let line = serde_json::json!({
+                        "id": id, "score": score, "label": TrainedProbe::label(score)
+                    });
+                    writeln!(out, "{line}")?;
+                }
+            } else if let Some(bags) = bags {
+                if model.kind != ProbeKind::SawMil {
+                    anyhow::bail!(
+                        "{}: is a {} probe, not sawmil (score activation files with --activations)",
+                        probe.display(),
+                        model.kind.name()
+                    );
+                }
+                let file = MilFile::read(&bags)?;
+                if file.bags.dim() != model.dim() {
+                    return Err(dim_error(&bags, "tensor `X`", file.bags.dim()));
+                }
+                for score in model.scores(&file.bags) {
+                    let line =
+                        serde_json::json!({ "score": score, "label": TrainedProbe::label(score) });
+                    writeln!(out, "{line}")?;
+                }
             }
             out.flush()?;
             Ok(())

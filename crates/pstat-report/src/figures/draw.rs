@@ -2,7 +2,8 @@
 //! the same code and look the same.
 
 use super::model::{
-    Curve, Dot, DotSeries, Figure, LegendEntry, Marker, Panel, PanelBody, ScatterGroup, Swatch,
+    Axes, Curve, Dot, DotSeries, Figure, LegendEntry, Marker, Panel, PanelBody, ScatterGroup,
+    Swatch,
 };
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -164,7 +165,16 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) 
             series,
             medians,
         } => draw_dots(area, panel, categories, series, medians),
-        PanelBody::Curves { x_label, curves } => draw_curves(area, panel, x_label, curves),
+        PanelBody::Curves {
+            x_label,
+            curves,
+            axes: Axes::LogLog,
+        } => draw_curves(area, panel, x_label, curves),
+        PanelBody::Curves {
+            x_label,
+            curves,
+            axes: Axes::Linear,
+        } => draw_lines(area, panel, x_label, curves),
         PanelBody::Scatter { groups } => draw_scatter(area, panel, groups),
     }
 }
@@ -326,6 +336,59 @@ fn draw_curves<DB: DrawingBackend>(
             .copied()
             .filter(|(x, y)| *x > 0.0 && *y > 0.0);
         chart.draw_series(LineSeries::new(pts, palette(curve.color).stroke_width(2)))?;
+    }
+    Ok(())
+}
+
+/// Linear axes fitted to the points (padded by 5%), a line and a dot per point.
+fn draw_lines<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+    x_label: &str,
+    curves: &[Curve],
+) -> DrawResult<DB> {
+    let finite = || {
+        curves
+            .iter()
+            .flat_map(|c| c.points.iter())
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+    };
+    let span = |get: fn(&(f64, f64)) -> f64| {
+        let (lo, hi) = finite()
+            .map(get)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(v), b.max(v))
+            });
+        let pad = ((hi - lo) * 0.05).max(1e-3);
+        (lo - pad)..(hi + pad)
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.title, (FONT, 15))
+        .margin(10)
+        .margin_right(22)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(span(|p| p.0), span(|p| p.1))?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&|v| format_tick(*v))
+        .y_label_formatter(&|v| format_tick(*v))
+        .x_desc(x_label)
+        .y_desc(panel.value_label.as_str())
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 13))
+        .light_line_style(TRANSPARENT)
+        .draw()?;
+    for curve in curves {
+        let pts: Vec<(f64, f64)> = curve
+            .points
+            .iter()
+            .copied()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .collect();
+        let style = palette(curve.color);
+        chart.draw_series(LineSeries::new(pts.clone(), style.stroke_width(2)))?;
+        chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, style.filled())))?;
     }
     Ok(())
 }

@@ -2,7 +2,9 @@
 //! activation distances and (e) mean object-token probabilities per statement kind.
 
 use super::FigureSpec;
-use super::model::{Curve, Dot, DotSeries, Figure, LegendEntry, Marker, Panel, PanelBody, Swatch};
+use super::model::{
+    Axes, Curve, Dot, DotSeries, Figure, LegendEntry, Marker, Panel, PanelBody, Swatch,
+};
 use crate::inputs::BigramRankRow;
 use crate::names::{domain_order, domain_title, kind_order, kind_title, sorted_unique};
 use crate::select::median;
@@ -22,6 +24,7 @@ pub fn fig2_curves(rows: &[BigramRankRow]) -> Option<FigureSpec> {
             value_label: "bigram frequency".into(),
             body: PanelBody::Curves {
                 x_label: "rank".into(),
+                axes: Axes::LogLog,
                 curves: kinds
                     .iter()
                     .enumerate()

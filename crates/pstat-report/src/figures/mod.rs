@@ -5,11 +5,13 @@
 mod clusters;
 mod draw;
 mod familiarity;
+mod layers;
 pub mod model;
 mod stability;
 
 pub use clusters::cluster_figures;
 pub use familiarity::{familiarity_figure, fig2_curves, fig2_distances};
+pub use layers::layer_curve;
 pub use stability::{StabilityFigure, stability_figure};
 
 use crate::error::ReportError;

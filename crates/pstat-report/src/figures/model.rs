@@ -50,8 +50,12 @@ pub enum PanelBody {
         series: Vec<DotSeries>,
         medians: Vec<Option<f64>>,
     },
-    /// Log–log curves (rank–frequency).
-    Curves { x_label: String, curves: Vec<Curve> },
+    /// Curves: log–log (rank–frequency) or linear (a score per layer, with a dot per point).
+    Curves {
+        x_label: String,
+        curves: Vec<Curve>,
+        axes: Axes,
+    },
     /// 2-D points coloured by group; a group without colour is drawn light grey (noise).
     Scatter { groups: Vec<ScatterGroup> },
 }
@@ -68,6 +72,12 @@ pub struct Dot {
     pub value: f64,
     pub lo: Option<f64>,
     pub hi: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Axes {
+    LogLog,
+    Linear,
 }
 
 #[derive(Debug, Clone, PartialEq)]
