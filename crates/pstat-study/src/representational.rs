@@ -102,10 +102,8 @@ impl Stage for Representational {
             }
             tables.stability.extend(unit.rows);
         }
-        // Later stages read the veracity layer as the cache returns it (f16), whether this run
-        // extracted it or finds it cached.
         if let Some(acts) = activations.remove(&choice.veracity_layer) {
-            handoff.activations = Some(as_cached(&acts)?);
+            handoff.activations = Some(acts);
         }
         handoff.layer = Some(choice.clone());
         tables.layers.push(choice);
@@ -210,11 +208,6 @@ fn read_judgments(path: &Path) -> anyhow::Result<Option<Judgments>> {
     Ok(Some(out))
 }
 
-/// The activations as a read of the f16 cache returns them.
-fn as_cached(acts: &Activations) -> anyhow::Result<Activations> {
-    Activations::from_bytes(&acts.to_bytes(Precision::F16)).map_err(anyhow::Error::msg)
-}
-
 /// The veracity layer and its activations for the analyses that reuse them: handed over by
 /// the representational stage, or read from the cache.
 pub fn veracity_activations<'h>(
@@ -228,8 +221,7 @@ pub fn veracity_activations<'h>(
     };
     if handoff.activations.is_none() {
         let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
-        let acts = acts.remove(&layer).expect("requested layer");
-        handoff.activations = Some(as_cached(&acts)?);
+        handoff.activations = Some(acts.remove(&layer).expect("requested layer"));
     }
     Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
@@ -641,7 +633,9 @@ pub fn cached_activations(
         a.metadata
             .insert("data_hash".into(), data.data_hash.clone());
         a.write(&path(layer), Precision::F16)?;
-        out.insert(layer, a);
+        // Every use sees what the cache holds (f16, checked against its hash on the read), so
+        // a run that extracts a layer and one that resumes from the cache compute the same.
+        out.insert(layer, Activations::read(&path(layer))?);
     }
     Ok(out)
 }
