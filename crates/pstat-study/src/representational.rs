@@ -78,9 +78,10 @@ impl Stage for Representational {
                         activations = extract_layers(study, model, *domain, &layers, progress)?;
                     }
                     let unit = probe_unit(
-                        cell,
-                        probe,
-                        layer,
+                        study,
+                        &model.name,
+                        *domain,
+                        (probe, layer),
                         &activations[&layer],
                         &unit_dir,
                         progress,
@@ -226,25 +227,20 @@ pub fn veracity_activations<'h>(
     Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
 
-/// Retrain one probe at one layer under every condition; judgments go to
+/// Retrain one probe at one layer of `model` under every condition; judgments go to
 /// `<unit>/<condition>.jsonl`.
 fn probe_unit(
-    cell: &Cell,
-    probe: Probe,
-    layer: usize,
+    study: &Study,
+    model: &str,
+    domain: Domain,
+    (probe, layer): (Probe, usize),
     acts: &Activations,
     unit: &Path,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<ProbeUnit> {
-    let Cell {
-        study,
-        model,
-        domain,
-    } = cell;
-    let domain = *domain;
     let mut split = study.split(domain).clone();
     split.train = study.train_ids(domain);
-    let seed = study.seed_for(&format!("probe:{}:{domain}:{layer}", model.name));
+    let seed = study.seed_for(&format!("probe:{}:{domain}:{layer}", model));
     let training = ConditionTraining::new(study.data(domain), &split, acts, seed)?;
     let fit = UnitFit::new(
         &study.config.representational,
@@ -253,12 +249,12 @@ fn probe_unit(
         &training,
         seed,
     )
-    .with_context(|| format!("{} {domain} {probe} layer {layer}", model.name))?;
+    .with_context(|| format!("{} {domain} {probe} layer {layer}", model))?;
     write_json_atomic(&unit.join("probe.json"), &fit.record)?;
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
     progress.start(
-        &format!("{} {domain} {probe} layer {layer}", model.name),
+        &format!("{} {domain} {probe} layer {layer}", model),
         conditions.len(),
     );
     let mut judgments: HashMap<String, Judgments> = HashMap::new();
@@ -286,7 +282,7 @@ fn probe_unit(
         write_json_atomic(&unit.join("failures.json"), &failures)?;
         progress.note(&format!(
             "warning: {} {domain} {probe} layer {layer}: {}",
-            model.name,
+            model,
             failures.join("; ")
         ));
     }
@@ -297,15 +293,12 @@ fn probe_unit(
     else {
         bail!(
             "{} {domain} {probe} layer {layer}: the baseline probe could not be fit",
-            model.name
+            model
         );
     };
     let bootstrap = Bootstrap {
         resamples: study.config.bootstrap_resamples,
-        seed: study.seed_for(&format!(
-            "bootstrap:{}:{domain}:{probe}:{layer}",
-            model.name
-        )),
+        seed: study.seed_for(&format!("bootstrap:{}:{domain}:{probe}:{layer}", model)),
     };
     let mut rows = Vec::new();
     for condition in study.conditions.perturbations() {
@@ -314,7 +307,7 @@ fn probe_unit(
         };
         let cmp = compare(&held_out, baseline, perturbed)?;
         let key = RowKey {
-            model: model.name.clone(),
+            model: model.to_string(),
             domain: domain.to_string(),
             instantiation: Instantiation::Representational,
             probe,
@@ -478,39 +471,26 @@ fn select_layer(
     }
     let ids: Vec<String> = train.iter().chain(&cal).cloned().collect();
     let last_tokens = last_token_states(study, model, domain, &ids, &candidates, progress)?;
-    let label = |id: &str| if kind[id] == Kind::True { 1i8 } else { -1 };
-    let hidden = model.lm.hidden_size();
-    let mut scores = Vec::new();
-    for (c, &layer) in candidates.iter().enumerate() {
-        let rows = |range: std::ops::Range<usize>| -> Vec<f32> {
-            range
-                .flat_map(|i| last_tokens[i][c * hidden..(c + 1) * hidden].to_vec())
-                .collect()
-        };
-        let train_bags = Bags::new(hidden, rows(0..train.len()), (0..=train.len()).collect())?;
-        let labels: Vec<i8> = train.iter().map(|id| label(id)).collect();
-        let set = TrainingSet::with_last_known(train_bags, labels, 1)?;
-        let probe = MassMeanParams::default().fit(&set)?;
-        let cal_rows = rows(train.len()..ids.len());
-        let cal_scores: Vec<f32> = cal_rows.chunks(hidden).map(|r| probe.score(r)).collect();
-        let cal_labels: Vec<i8> = cal.iter().map(|id| label(id)).collect();
-        scores.push(LayerScore {
-            layer,
-            auc: auc(&cal_scores, &cal_labels),
-        });
-    }
-    let best = scores
-        .iter()
-        .filter_map(|s| s.auc.map(|a| (s.layer, a)))
-        .fold(None, |best: Option<(usize, f64)>, (l, a)| match best {
-            Some((_, b)) if b >= a => best,
-            _ => Some((l, a)),
-        })
+    let label = |id: &String| {
+        if kind[id.as_str()] == Kind::True {
+            1i8
+        } else {
+            -1
+        }
+    };
+    let labels: Vec<i8> = ids.iter().map(label).collect();
+    let scores = layer_scores(
+        &candidates,
+        &last_tokens,
+        model.lm.hidden_size(),
+        labels.split_at(train.len()),
+    )?;
+    let best = best_layer(&scores)
         .context("no layer gave a defined AUC (the calibration sample lacks a class)")?;
     Ok(LayerChoice {
         model: model.name.clone(),
         domain: domain.to_string(),
-        veracity_layer: best.0,
+        veracity_layer: best,
         criterion: format!(
             "AUC (True vs Not True) of a last-token Mass-Mean baseline probe fit on {} training and scored on {} calibration statements; first maximum over layers 3..={}",
             train.len(),
@@ -519,6 +499,47 @@ fn select_layer(
         ),
         scores,
     })
+}
+
+/// The AUC of every candidate layer: a last-token Mass-Mean probe fit on the training
+/// statements (the first `train.len()` rows of `last_tokens`, each `[layers × hidden]`) and
+/// scored on the calibration statements (the rest); labels are +1 for True, −1 otherwise.
+fn layer_scores(
+    candidates: &[usize],
+    last_tokens: &[Vec<f32>],
+    hidden: usize,
+    (train, cal): (&[i8], &[i8]),
+) -> anyhow::Result<Vec<LayerScore>> {
+    let mut scores = Vec::new();
+    for (c, &layer) in candidates.iter().enumerate() {
+        let rows = |range: std::ops::Range<usize>| -> Vec<f32> {
+            range
+                .flat_map(|i| last_tokens[i][c * hidden..(c + 1) * hidden].to_vec())
+                .collect()
+        };
+        let train_bags = Bags::new(hidden, rows(0..train.len()), (0..=train.len()).collect())?;
+        let set = TrainingSet::with_last_known(train_bags, train.to_vec(), 1)?;
+        let probe = MassMeanParams::default().fit(&set)?;
+        let cal_rows = rows(train.len()..train.len() + cal.len());
+        let cal_scores: Vec<f32> = cal_rows.chunks(hidden).map(|r| probe.score(r)).collect();
+        scores.push(LayerScore {
+            layer,
+            auc: auc(&cal_scores, cal),
+        });
+    }
+    Ok(scores)
+}
+
+/// The first layer with the largest defined AUC.
+fn best_layer(scores: &[LayerScore]) -> Option<usize> {
+    scores
+        .iter()
+        .filter_map(|s| s.auc.map(|a| (s.layer, a)))
+        .fold(None, |best: Option<(usize, f64)>, (l, a)| match best {
+            Some((_, b)) if b >= a => best,
+            _ => Some((l, a)),
+        })
+        .map(|(layer, _)| layer)
 }
 
 /// Last-token residual stream of `ids` at every layer of `layers`, concatenated per statement
@@ -744,5 +765,164 @@ mod tests {
                 condition.name
             );
         }
+    }
+
+    /// A toy study of one domain: the 160 training statements of [`toy`], and 24 held-out True
+    /// statements on a circle around the origin of the first two features, so that probes
+    /// leaning on different features believe different subsets of them.
+    fn toy_study(out: &Path) -> (Study, Activations) {
+        let (mut data, mut split, mut acts) = toy();
+        for i in 0..24 {
+            let id = format!("held:{i}");
+            let angle = -std::f32::consts::FRAC_PI_2 + i as f32 * std::f32::consts::PI / 16.0;
+            let (f0, f1) = (3.0 * angle.cos(), 3.0 * angle.sin());
+            let rows: Vec<f32> = (0..16).map(|j| [f0, f1, 0.0, 0.0][j % 4]).collect();
+            acts.push(&id, &[1, 2, 3, 4], &rows);
+            let mut statement = data.statements[0].clone();
+            statement.id = id.clone();
+            statement.subject = format!("h{i}");
+            data.statements.push(statement);
+            split.test.push(id);
+        }
+        let empty = |domain: Domain| {
+            (
+                Dataset {
+                    domain,
+                    statements: Vec::new(),
+                    data_hash: String::new(),
+                },
+                SplitAssignment {
+                    domain,
+                    ..split.clone()
+                },
+            )
+        };
+        let (mut datasets, mut splits) = (Vec::new(), Vec::new());
+        for domain in Domain::ALL {
+            let (d, s) = if domain == Domain::CityLocations {
+                (data.clone(), split.clone())
+            } else {
+                empty(domain)
+            };
+            datasets.push(d);
+            splits.push(s);
+        }
+        let config = crate::RunConfig {
+            bootstrap_resamples: 20,
+            ..Default::default()
+        };
+        let study = Study {
+            config_hash: config.hash(),
+            conditions: config.conditions().unwrap(),
+            config,
+            out: out.to_path_buf(),
+            datasets,
+            splits,
+        };
+        (study, acts)
+    }
+
+    #[test]
+    fn a_probe_unit_counts_retractions_from_its_judgments_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (study, acts) = toy_study(dir.path());
+        let domain = Domain::CityLocations;
+        let held_out = study.held_out_true(domain);
+        assert_eq!(held_out.len(), 24);
+        // The unit's bookkeeping is the same for every probe; their fits are pstat-probe's tests.
+        let probe = Probe::MassMean;
+        let unit_dir = dir.path().join(probe.as_str());
+        let unit = probe_unit(
+            &study,
+            "toy",
+            domain,
+            (probe, 5),
+            &acts,
+            &unit_dir,
+            &mut crate::Silent,
+        )
+        .unwrap();
+        let baseline = &unit.judgments["baseline"];
+        let believed: Vec<&String> = held_out.iter().filter(|id| baseline[*id]).collect();
+        assert!(!believed.is_empty() && believed.len() < held_out.len());
+        // One row per perturbation, its counts those of the judgments it was made from.
+        assert_eq!(unit.rows.len(), study.conditions.perturbations().count());
+        for row in &unit.rows {
+            let judged = &unit.judgments[&row.condition];
+            let retracted = believed.iter().filter(|id| !judged[**id]).count();
+            assert_eq!(
+                (row.n_baseline_true, row.retractions),
+                (believed.len(), retracted),
+                "{probe} {}",
+                row.condition
+            );
+            assert_eq!((row.probe, row.layer), (probe, Some(5)));
+        }
+        assert!(
+            unit.rows.iter().any(|r| r.retractions > 0),
+            "the toy retracts"
+        );
+        // The stage's retraction labels name the probe and condition of each retraction.
+        let mut retractions = crate::stage::Retractions::default();
+        unit.add_retractions(&study, probe, &mut retractions);
+        assert!(!retractions.types.is_empty());
+        for (id, labels) in &retractions.types {
+            for label in labels {
+                let condition = label.rsplit(' ').next().unwrap();
+                assert!(label.starts_with(&format!("representational {probe} ")));
+                assert!(
+                    baseline[id] && !unit.judgments[condition][id],
+                    "{label} {id}"
+                );
+            }
+        }
+        // A finished unit is read back as it was computed.
+        write_json_atomic(&unit_dir.join("rows.json"), &unit.rows).unwrap();
+        let read = ProbeUnit::read(&study, &unit_dir).unwrap().unwrap();
+        assert_eq!(read.rows, unit.rows);
+        assert_eq!(read.judgments, unit.judgments);
+        assert!(
+            ProbeUnit::read(&study, &dir.path().join("none"))
+                .unwrap()
+                .is_none(),
+            "an unfinished unit is computed"
+        );
+    }
+
+    #[test]
+    fn the_veracity_layer_is_the_first_that_separates_best() {
+        // Three candidate layers of 2 features; layer 4 separates True from the rest, layers
+        // 3 and 5 less (5 as well as 4 on the calibration statements in the tie case).
+        let hidden = 2;
+        let labels: Vec<i8> = (0..40).map(|i| if i % 2 == 0 { 1 } else { -1 }).collect();
+        let states = |tie: bool| -> Vec<Vec<f32>> {
+            labels
+                .iter()
+                .enumerate()
+                .map(|(i, &y)| {
+                    let y = y as f32;
+                    let wobble = ((i * 7) % 5) as f32 - 2.0;
+                    let layer3 = [wobble, y * 0.1 + wobble * 0.2];
+                    let layer4 = [y * 2.0, wobble];
+                    let layer5 = if tie { layer4 } else { [y * 0.5 + wobble, 0.0] };
+                    [layer3, layer4, layer5].concat()
+                })
+                .collect()
+        };
+        let split = labels.split_at(20);
+        let scores = layer_scores(&[3, 4, 5], &states(false), hidden, split).unwrap();
+        assert_eq!(
+            scores.iter().map(|s| s.layer).collect::<Vec<_>>(),
+            [3, 4, 5]
+        );
+        assert_eq!(scores[1].auc, Some(1.0));
+        assert!(scores[0].auc.unwrap() < 1.0 && scores[2].auc.unwrap() < 1.0);
+        assert_eq!(best_layer(&scores), Some(4));
+        let tied = layer_scores(&[3, 4, 5], &states(true), hidden, split).unwrap();
+        assert_eq!(tied[2].auc, Some(1.0));
+        assert_eq!(best_layer(&tied), Some(4), "the first maximum");
+        let undefined: Vec<LayerScore> =
+            [3, 4].map(|layer| LayerScore { layer, auc: None }).to_vec();
+        assert_eq!(best_layer(&undefined), None);
     }
 }
