@@ -60,6 +60,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     };
 
     let behavioral = behavioral_main(&data);
+    let titles = names::ConditionTitles::new(data.decisions.as_ref());
     let sawmil = representational(&data, &layers, Probe::Sawmil);
     let mass_mean = representational(&data, &layers, Probe::MassMean);
 
@@ -72,7 +73,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         if !selection.rows.is_empty() {
             summary
                 .findings
-                .push(summary::stability_finding(name, selection));
+                .push(summary::stability_finding(name, selection, &titles));
         }
     }
     if let Some(rows) = &data.familiarity {
@@ -85,25 +86,28 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         summary.findings.push(summary::bigram_finding(rows));
     }
     summary.findings.push(summary::flagged_baselines(&data));
-    summary.tables.push(summary::comparison_table(&[
-        ("Behavioral (main)", behavioral.rows.clone()),
-        ("Representational sAwMIL (main)", sawmil.rows.clone()),
-        (
-            "sAwMIL, layers l−2..l+2 (A4)",
-            sawmil_layer_offsets(&data, &layers)
-                .into_iter()
-                .map(|(_, r)| r)
-                .collect(),
-        ),
-        (
-            "Behavioral, every K and baseline (A5)",
-            behavioral_variants(&data)
-                .into_iter()
-                .map(|(_, r)| r)
-                .collect(),
-        ),
-        ("Mass-Mean (A7)", mass_mean.rows.clone()),
-    ]));
+    summary.tables.push(summary::comparison_table(
+        &[
+            ("Behavioral (main)", behavioral.rows.clone()),
+            ("Representational sAwMIL (main)", sawmil.rows.clone()),
+            (
+                "sAwMIL, layers l−2..l+2 (A4)",
+                sawmil_layer_offsets(&data, &layers)
+                    .into_iter()
+                    .map(|(_, r)| r)
+                    .collect(),
+            ),
+            (
+                "Behavioral, every K and baseline (A5)",
+                behavioral_variants(&data)
+                    .into_iter()
+                    .map(|(_, r)| r)
+                    .collect(),
+            ),
+            ("Mass-Mean (A7)", mass_mean.rows.clone()),
+        ],
+        &titles,
+    ));
 
     let mut familiarity = Section::new(
         "familiarity",
@@ -187,9 +191,13 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
             "Counts (percentages) of baseline beliefs that stay stable or are retracted (of |B_true(Θ0)|) and expanded (of |B_not-true(Θ0)|) per condition; {}.",
             selection.description
         );
-        stability
-            .tables
-            .push(tables::counts_table(id, name, caption, &selection.rows));
+        stability.tables.push(tables::counts_table(
+            id,
+            name,
+            caption,
+            &selection.rows,
+            &titles,
+        ));
     }
 
     let mut robustness = Section::new(
@@ -240,7 +248,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         "How the model distributed its answers over the three options.",
     );
     match &data.answers {
-        Some(rows) => answers.tables.push(tables::answers_table(rows)),
+        Some(rows) => answers.tables.push(tables::answers_table(rows, &titles)),
         None => answers.missing("Answer distribution", "answers.csv"),
     }
 

@@ -3,7 +3,9 @@
 //! and sorts after them, alphabetically.
 
 use pstat_data::{ConditionSet, Domain};
+use pstat_tables::Decisions;
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// Sort key: position among the known names, then the raw string.
@@ -82,12 +84,30 @@ pub fn paper_conditions() -> &'static ConditionSet {
     PAPER.get_or_init(ConditionSet::paper)
 }
 
-pub fn condition_title(name: &str) -> String {
-    paper_conditions()
-        .conditions
-        .iter()
-        .find(|c| c.name == name)
-        .map_or_else(|| name.to_string(), |c| c.title.clone())
+/// Display titles of conditions: those the run recorded in `decisions.json` (a user
+/// condition's own title among them), else the paper's, else the name itself.
+#[derive(Debug, Clone)]
+pub struct ConditionTitles(BTreeMap<String, String>);
+
+impl ConditionTitles {
+    pub fn new(decisions: Option<&Decisions>) -> Self {
+        let paper = paper_conditions()
+            .conditions
+            .iter()
+            .map(|c| (c.name.clone(), c.title.clone()));
+        let recorded = decisions
+            .into_iter()
+            .flat_map(|d| &d.conditions)
+            .map(|c| (c.name.clone(), c.title.clone()));
+        ConditionTitles(paper.chain(recorded).collect())
+    }
+
+    pub fn title(&self, name: &str) -> String {
+        self.0
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| name.to_string())
+    }
 }
 
 pub fn condition_order(a: &str, b: &str) -> Ordering {
@@ -133,8 +153,24 @@ mod tests {
             condition_order,
         );
         assert_eq!(conds, ["synthetic_tf", "fictional", "noise", "mine"]);
-        assert_eq!(condition_title("fictional_t"), "Fictional (T)");
+        let paper = ConditionTitles::new(None);
+        assert_eq!(paper.title("fictional_t"), "Fictional (T)");
+        assert_eq!(paper.title("mine"), "mine");
         assert_eq!(domain_title("med_indications"), "Medical Indications");
         assert_eq!(kind_family("Synthetic (Fi)"), KindFamily::Synthetic);
+    }
+
+    #[test]
+    fn a_recorded_title_wins() {
+        let decisions = Decisions {
+            conditions: vec![pstat_tables::ConditionTitle {
+                name: "mine".into(),
+                title: "My condition".into(),
+            }],
+            formats: Vec::new(),
+        };
+        let titles = ConditionTitles::new(Some(&decisions));
+        assert_eq!(titles.title("mine"), "My condition");
+        assert_eq!(titles.title("synthetic_tf"), "Synthetic (TF)");
     }
 }

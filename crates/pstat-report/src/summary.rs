@@ -4,7 +4,7 @@
 
 use crate::inputs::{BigramDistanceRow, DistanceRow, FamiliarityRow, RunData};
 use crate::names::{
-    KindFamily, condition_title, domain_order, domain_title, kind_family, kind_title, sorted_unique,
+    ConditionTitles, KindFamily, domain_order, domain_title, kind_family, kind_title, sorted_unique,
 };
 use crate::select::{Measure, Selection, median};
 use crate::tables::Table;
@@ -93,7 +93,7 @@ pub fn compare_pair(
 }
 
 /// Sentences for the main selections: each Synthetic-vs-Fictional pair, with medians.
-pub fn stability_finding(name: &str, selection: &Selection) -> Finding {
+pub fn stability_finding(name: &str, selection: &Selection, titles: &ConditionTitles) -> Finding {
     let mut lines = Vec::new();
     for (a, b) in PAIRS {
         let (count, va, vb) = compare_pair(&selection.rows, a, b, Measure::Retraction);
@@ -102,8 +102,8 @@ pub fn stability_finding(name: &str, selection: &Selection) -> Finding {
         }
         lines.push(format!(
             "{} retracts more than {} in {} of {} (model, domain) cells (its interval lies wholly above in {}); median ρ_R {} vs {}.",
-            condition_title(a),
-            condition_title(b),
+            titles.title(a),
+            titles.title(b),
             count.larger,
             count.cells,
             count.clearly_larger,
@@ -131,13 +131,16 @@ pub fn stability_finding(name: &str, selection: &Selection) -> Finding {
 }
 
 /// The pair comparison over several selections (main and robustness) as one table.
-pub fn comparison_table(selections: &[(&str, Vec<&StabilityRow>)]) -> Table {
+pub fn comparison_table(
+    selections: &[(&str, Vec<&StabilityRow>)],
+    titles: &ConditionTitles,
+) -> Table {
     let mut header = vec!["Comparison (ρ_R)".to_string()];
     header.extend(selections.iter().map(|(name, _)| name.to_string()));
     let rows = PAIRS
         .iter()
         .map(|(a, b)| {
-            let mut row = vec![format!("{} > {}", condition_title(a), condition_title(b))];
+            let mut row = vec![format!("{} > {}", titles.title(a), titles.title(b))];
             row.extend(selections.iter().map(|(_, rows)| {
                 let (c, _, _) = compare_pair(rows, a, b, Measure::Retraction);
                 if c.cells == 0 {

@@ -6,7 +6,7 @@ use crate::inputs::{
     AnswerRow, BigramDistanceRow, ClusterResult, ClusterRow, LayerChoice, ThemeRow,
 };
 use crate::names::{
-    condition_order, condition_title, domain_order, domain_title, kind_order, kind_title,
+    ConditionTitles, condition_order, domain_order, domain_title, kind_order, kind_title,
     sorted_unique,
 };
 use pstat_stability::StabilityRow;
@@ -43,7 +43,13 @@ fn interval(value: f64, lo: Option<f64>, hi: Option<f64>) -> String {
 /// Tables A4 (behavioral) / A5 (representational) style: per domain and condition, the
 /// beliefs of B_true(Θ0) that stay stable or are retracted (R), and the beliefs of
 /// B_not-true(Θ0) that are expanded (E), per model and, with several models, summed over them.
-pub fn counts_table(id: &str, title: &str, caption: String, rows: &[&StabilityRow]) -> Table {
+pub fn counts_table(
+    id: &str,
+    title: &str,
+    caption: String,
+    rows: &[&StabilityRow],
+    titles: &ConditionTitles,
+) -> Table {
     let conditions = sorted_unique(rows.iter().map(|r| r.condition.as_str()), condition_order);
     let domains = sorted_unique(rows.iter().map(|r| r.domain.as_str()), domain_order);
     let header = [
@@ -66,7 +72,7 @@ pub fn counts_table(id: &str, title: &str, caption: String, rows: &[&StabilityRo
             let retracted = sum(|r| r.retractions);
             vec![
                 domain_title(domain),
-                condition_title(condition),
+                titles.title(condition),
                 label,
                 n_true.to_string(),
                 pct(n_true.saturating_sub(retracted), n_true),
@@ -242,7 +248,7 @@ pub fn layers_table(layers: &[LayerChoice]) -> Table {
 }
 
 /// Shares of options a / b / c of the statements asked.
-pub fn answers_table(rows: &[AnswerRow]) -> Table {
+pub fn answers_table(rows: &[AnswerRow], titles: &ConditionTitles) -> Table {
     let mut sorted: Vec<&AnswerRow> = rows.iter().collect();
     sorted.sort_by(|a, b| {
         a.model
@@ -270,7 +276,7 @@ pub fn answers_table(rows: &[AnswerRow]) -> Table {
                 vec![
                     r.model.clone(),
                     domain_title(&r.domain),
-                    condition_title(&r.condition),
+                    titles.title(&r.condition),
                     r.format.to_string(),
                     r.k.to_string(),
                     r.n.to_string(),

@@ -112,3 +112,37 @@ fn bad_inputs_are_errors_naming_file_and_line() {
         "{err}"
     );
 }
+
+#[test]
+fn a_user_condition_shows_the_title_the_run_recorded() {
+    use pstat_tables::{ConditionTitle, DECISIONS_FILE, Decisions, StabilityRow};
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_minimal_run(dir.path());
+    let mut rows: Vec<StabilityRow> = pstat_tables::read_table(dir.path()).unwrap();
+    let extra: Vec<StabilityRow> = rows
+        .iter()
+        .filter(|r| r.condition == "noise")
+        .map(|r| StabilityRow {
+            condition: "synthetic_all".into(),
+            ..r.clone()
+        })
+        .collect();
+    rows.extend(extra);
+    pstat_tables::write_table(dir.path(), &rows).unwrap();
+    let decisions = Decisions {
+        conditions: vec![ConditionTitle {
+            name: "synthetic_all".into(),
+            title: "Synthetic (all kinds)".into(),
+        }],
+        formats: Vec::new(),
+    };
+    pstat_tables::write_json(&dir.path().join(DECISIONS_FILE), &decisions).unwrap();
+    let report = build_report(dir.path()).unwrap();
+    let html = std::fs::read_to_string(&report.html).unwrap();
+    assert!(
+        html.contains("Synthetic (all kinds)"),
+        "no title in the tables"
+    );
+    let svg = std::fs::read_to_string(dir.path().join("figures/fig3_retractions.svg")).unwrap();
+    assert!(svg.contains("Synthetic (all kinds)"), "no title in Fig. 3");
+}

@@ -269,8 +269,18 @@ impl RunConfig {
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let config: RunConfig = toml::from_str(&text)
-            .with_context(|| format!("{}: invalid run config", path.display()))?;
+        let config: RunConfig = toml::from_str(&text).map_err(|e| {
+            // One line naming the line of the file, not toml's multi-line excerpt.
+            let line = e
+                .span()
+                .map(|s| format!(", line {}", text[..s.start].matches('\n').count() + 1))
+                .unwrap_or_default();
+            anyhow::anyhow!(
+                "{}{line}: invalid run config: {}",
+                path.display(),
+                e.message().trim()
+            )
+        })?;
         config
             .validate()
             .with_context(|| format!("{}", path.display()))?;
@@ -473,6 +483,19 @@ mod tests {
         let prompt: RunConfig =
             toml::from_str("[representational]\nprobes = [\"prompt\"]").unwrap();
         assert!(prompt.validate().is_err());
+    }
+
+    #[test]
+    fn a_bad_config_file_is_one_line_naming_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.toml");
+        std::fs::write(&path, "seed = 1\n[behavioral]\nkk = [2]\n").unwrap();
+        let err = format!("{:#}", RunConfig::from_file(&path).unwrap_err());
+        assert!(
+            err.contains("run.toml, line 3: invalid run config: unknown field `kk`"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
     }
 
     #[test]

@@ -78,9 +78,10 @@ impl Stage for Representational {
                         activations = extract_layers(study, model, *domain, &layers, progress)?;
                     }
                     let unit = probe_unit(
-                        cell,
-                        probe,
-                        layer,
+                        study,
+                        &model.name,
+                        *domain,
+                        (probe, layer),
                         &activations[&layer],
                         &unit_dir,
                         progress,
@@ -102,10 +103,8 @@ impl Stage for Representational {
             }
             tables.stability.extend(unit.rows);
         }
-        // Later stages read the veracity layer as the cache returns it (f16), whether this run
-        // extracted it or finds it cached.
         if let Some(acts) = activations.remove(&choice.veracity_layer) {
-            handoff.activations = Some(as_cached(&acts)?);
+            handoff.activations = Some(acts);
         }
         handoff.layer = Some(choice.clone());
         tables.layers.push(choice);
@@ -210,11 +209,6 @@ fn read_judgments(path: &Path) -> anyhow::Result<Option<Judgments>> {
     Ok(Some(out))
 }
 
-/// The activations as a read of the f16 cache returns them.
-fn as_cached(acts: &Activations) -> anyhow::Result<Activations> {
-    Activations::from_bytes(&acts.to_bytes(Precision::F16)).map_err(anyhow::Error::msg)
-}
-
 /// The veracity layer and its activations for the analyses that reuse them: handed over by
 /// the representational stage, or read from the cache.
 pub fn veracity_activations<'h>(
@@ -228,31 +222,25 @@ pub fn veracity_activations<'h>(
     };
     if handoff.activations.is_none() {
         let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
-        let acts = acts.remove(&layer).expect("requested layer");
-        handoff.activations = Some(as_cached(&acts)?);
+        handoff.activations = Some(acts.remove(&layer).expect("requested layer"));
     }
     Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
 
-/// Retrain one probe at one layer under every condition; judgments go to
+/// Retrain one probe at one layer of `model` under every condition; judgments go to
 /// `<unit>/<condition>.jsonl`.
 fn probe_unit(
-    cell: &Cell,
-    probe: Probe,
-    layer: usize,
+    study: &Study,
+    model: &str,
+    domain: Domain,
+    (probe, layer): (Probe, usize),
     acts: &Activations,
     unit: &Path,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<ProbeUnit> {
-    let Cell {
-        study,
-        model,
-        domain,
-    } = cell;
-    let domain = *domain;
     let mut split = study.split(domain).clone();
     split.train = study.train_ids(domain);
-    let seed = study.seed_for(&format!("probe:{}:{domain}:{layer}", model.name));
+    let seed = study.seed_for(&format!("probe:{}:{domain}:{layer}", model));
     let training = ConditionTraining::new(study.data(domain), &split, acts, seed)?;
     let fit = UnitFit::new(
         &study.config.representational,
@@ -261,12 +249,12 @@ fn probe_unit(
         &training,
         seed,
     )
-    .with_context(|| format!("{} {domain} {probe} layer {layer}", model.name))?;
+    .with_context(|| format!("{} {domain} {probe} layer {layer}", model))?;
     write_json_atomic(&unit.join("probe.json"), &fit.record)?;
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
     progress.start(
-        &format!("{} {domain} {probe} layer {layer}", model.name),
+        &format!("{} {domain} {probe} layer {layer}", model),
         conditions.len(),
     );
     let mut judgments: HashMap<String, Judgments> = HashMap::new();
@@ -297,7 +285,7 @@ fn probe_unit(
         write_json_atomic(&unit.join("failures.json"), &failures)?;
         progress.note(&format!(
             "warning: {} {domain} {probe} layer {layer}: {}",
-            model.name,
+            model,
             failures.join("; ")
         ));
     }
@@ -308,15 +296,12 @@ fn probe_unit(
     else {
         bail!(
             "{} {domain} {probe} layer {layer}: the baseline probe could not be fit",
-            model.name
+            model
         );
     };
     let bootstrap = Bootstrap {
         resamples: study.config.bootstrap_resamples,
-        seed: study.seed_for(&format!(
-            "bootstrap:{}:{domain}:{probe}:{layer}",
-            model.name
-        )),
+        seed: study.seed_for(&format!("bootstrap:{}:{domain}:{probe}:{layer}", model)),
     };
     let mut rows = Vec::new();
     for condition in study.conditions.perturbations() {
@@ -325,7 +310,7 @@ fn probe_unit(
         };
         let cmp = compare(&held_out, baseline, perturbed)?;
         let key = RowKey {
-            model: model.name.clone(),
+            model: model.to_string(),
             domain: domain.to_string(),
             instantiation: Instantiation::Representational,
             probe,
@@ -697,7 +682,9 @@ pub fn cached_activations(
         a.metadata
             .insert("data_hash".into(), data.data_hash.clone());
         a.write(&path(layer), Precision::F16)?;
-        out.insert(layer, a);
+        // Every use sees what the cache holds (f16, checked against its hash on the read), so
+        // a run that extracts a layer and one that resumes from the cache compute the same.
+        out.insert(layer, Activations::read(&path(layer))?);
     }
     Ok(out)
 }
@@ -834,5 +821,127 @@ mod tests {
                 condition.name
             );
         }
+    }
+
+    /// A toy study of one domain: the 160 training statements of [`toy`], and 24 held-out True
+    /// statements on a circle around the origin of the first two features, so that probes
+    /// leaning on different features believe different subsets of them.
+    fn toy_study(out: &Path) -> (Study, Activations) {
+        let (mut data, mut split, mut acts) = toy();
+        for i in 0..24 {
+            let id = format!("held:{i}");
+            let angle = -std::f32::consts::FRAC_PI_2 + i as f32 * std::f32::consts::PI / 16.0;
+            let (f0, f1) = (3.0 * angle.cos(), 3.0 * angle.sin());
+            let rows: Vec<f32> = (0..16).map(|j| [f0, f1, 0.0, 0.0][j % 4]).collect();
+            acts.push(&id, &[1, 2, 3, 4], &rows);
+            let mut statement = data.statements[0].clone();
+            statement.id = id.clone();
+            statement.subject = format!("h{i}");
+            data.statements.push(statement);
+            split.test.push(id);
+        }
+        let empty = |domain: Domain| {
+            (
+                Dataset {
+                    domain,
+                    statements: Vec::new(),
+                    data_hash: String::new(),
+                },
+                SplitAssignment {
+                    domain,
+                    ..split.clone()
+                },
+            )
+        };
+        let (mut datasets, mut splits) = (Vec::new(), Vec::new());
+        for domain in Domain::ALL {
+            let (d, s) = if domain == Domain::CityLocations {
+                (data.clone(), split.clone())
+            } else {
+                empty(domain)
+            };
+            datasets.push(d);
+            splits.push(s);
+        }
+        let config = crate::RunConfig {
+            bootstrap_resamples: 20,
+            ..Default::default()
+        };
+        let study = Study {
+            config_hash: config.hash(),
+            conditions: config.conditions().unwrap(),
+            config,
+            out: out.to_path_buf(),
+            datasets,
+            splits,
+        };
+        (study, acts)
+    }
+
+    #[test]
+    fn a_probe_unit_counts_retractions_from_its_judgments_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (study, acts) = toy_study(dir.path());
+        let domain = Domain::CityLocations;
+        let held_out = study.held_out_true(domain);
+        assert_eq!(held_out.len(), 24);
+        // The unit's bookkeeping is the same for every probe; their fits are pstat-probe's tests.
+        let probe = Probe::MassMean;
+        let unit_dir = dir.path().join(probe.as_str());
+        let unit = probe_unit(
+            &study,
+            "toy",
+            domain,
+            (probe, 5),
+            &acts,
+            &unit_dir,
+            &mut crate::Silent,
+        )
+        .unwrap();
+        let baseline = &unit.judgments["baseline"];
+        let believed: Vec<&String> = held_out.iter().filter(|id| baseline[*id]).collect();
+        assert!(!believed.is_empty() && believed.len() < held_out.len());
+        // One row per perturbation, its counts those of the judgments it was made from.
+        assert_eq!(unit.rows.len(), study.conditions.perturbations().count());
+        for row in &unit.rows {
+            let judged = &unit.judgments[&row.condition];
+            let retracted = believed.iter().filter(|id| !judged[**id]).count();
+            assert_eq!(
+                (row.n_baseline_true, row.retractions),
+                (believed.len(), retracted),
+                "{probe} {}",
+                row.condition
+            );
+            assert_eq!((row.probe, row.layer), (probe, Some(5)));
+        }
+        assert!(
+            unit.rows.iter().any(|r| r.retractions > 0),
+            "the toy retracts"
+        );
+        // The stage's retraction labels name the probe and condition of each retraction.
+        let mut retractions = crate::stage::Retractions::default();
+        unit.add_retractions(&study, probe, &mut retractions);
+        assert!(!retractions.types.is_empty());
+        for (id, labels) in &retractions.types {
+            for label in labels {
+                let condition = label.rsplit(' ').next().unwrap();
+                assert!(label.starts_with(&format!("representational {probe} ")));
+                assert!(
+                    baseline[id] && !unit.judgments[condition][id],
+                    "{label} {id}"
+                );
+            }
+        }
+        // A finished unit is read back as it was computed.
+        write_json_atomic(&unit_dir.join("rows.json"), &unit.rows).unwrap();
+        let read = ProbeUnit::read(&study, &unit_dir).unwrap().unwrap();
+        assert_eq!(read.rows, unit.rows);
+        assert_eq!(read.judgments, unit.judgments);
+        assert!(
+            ProbeUnit::read(&study, &dir.path().join("none"))
+                .unwrap()
+                .is_none(),
+            "an unfinished unit is computed"
+        );
     }
 }

@@ -4,7 +4,7 @@
 use super::FigureSpec;
 use super::model::{Dot, DotSeries, Figure, LegendEntry, Marker, Panel, PanelBody, Swatch};
 use crate::inputs::RunData;
-use crate::names::{condition_order, condition_title, domain_order, domain_title, sorted_unique};
+use crate::names::{ConditionTitles, condition_order, domain_order, domain_title, sorted_unique};
 use crate::select::{
     BEHAVIORAL, Measure, REPRESENTATIONAL, VeracityLayers, across_models, behavioral_main,
     behavioral_variants, median, offset_label, representational, sawmil_layer_offsets,
@@ -153,6 +153,7 @@ pub fn stability_figure(
     }
     let domains = sorted_unique(all.iter().map(|r| r.domain.as_str()), domain_order);
     let conditions = sorted_unique(all.iter().map(|r| r.condition.as_str()), condition_order);
+    let titles = ConditionTitles::new(data.decisions.as_ref());
     // Group order: models alphabetically; layer offsets and K variants as the selection sorted them.
     let mut groups: Vec<String> = Vec::new();
     for (label, _) in panel_rows.iter().flat_map(|p| p.rows.iter()) {
@@ -175,7 +176,7 @@ pub fn stability_figure(
             panels.push(Panel {
                 title: format!("{} · {}", domain_title(domain), panel_row.name),
                 value_label: measure.noun().to_string(),
-                body: dots_body(&rows, &groups, &conditions, measure, per_model),
+                body: dots_body(&rows, &groups, &conditions, &titles, measure, per_model),
             });
         }
     }
@@ -222,6 +223,7 @@ fn dots_body(
     rows: &Labelled,
     groups: &[String],
     conditions: &[String],
+    titles: &ConditionTitles,
     measure: Measure,
     with_median: bool,
 ) -> PanelBody {
@@ -250,7 +252,7 @@ fn dots_body(
         })
         .collect();
     PanelBody::Dots {
-        categories: conditions.iter().map(|c| condition_title(c)).collect(),
+        categories: conditions.iter().map(|c| titles.title(c)).collect(),
         series,
         medians,
     }
