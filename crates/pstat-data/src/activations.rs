@@ -313,17 +313,12 @@ fn content_hash(bytes: &[u8]) -> Result<u64, String> {
     Ok(xxhash_rust::xxh3::xxh3_64(data))
 }
 
-/// Moves a corrupt file aside to `<path>.corrupt` (replacing an older one) so that the caller
-/// can recompute it while the damaged bytes stay available for inspection. Returns the new path.
+/// Moves a corrupt file aside ([`crate::artifact::move_aside`]).
 pub fn move_aside(path: &Path) -> Result<PathBuf, ActivationsError> {
-    let mut aside = path.as_os_str().to_owned();
-    aside.push(".corrupt");
-    let aside = PathBuf::from(aside);
-    std::fs::rename(path, &aside).map_err(|source| ActivationsError::Io {
+    crate::artifact::move_aside(path).map_err(|source| ActivationsError::Io {
         path: path.display().to_string(),
         source,
-    })?;
-    Ok(aside)
+    })
 }
 
 /// IEEE 754 binary16 conversion, round-to-nearest-even (what numpy's astype(float16) does).

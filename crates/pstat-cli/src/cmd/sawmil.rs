@@ -96,7 +96,7 @@ pub fn run(command: SawmilCommand) -> anyhow::Result<()> {
                     model.dim()
                 );
             }
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut out = std::io::BufWriter::new(crate::output::stdout());
             for score in model.scores(&file.bags) {
                 let line =
                     serde_json::json!({ "score": score, "label": TrainedProbe::label(score) });
