@@ -104,10 +104,8 @@ impl Stage for Representational {
             }
             tables.stability.extend(unit.rows);
         }
-        // Later stages read the veracity layer as the cache returns it (f16), whether this run
-        // extracted it or finds it cached.
         if let Some(acts) = activations.remove(&choice.veracity_layer) {
-            handoff.activations = Some(as_cached(&acts)?);
+            handoff.activations = Some(acts);
         }
         handoff.layer = Some(choice.clone());
         tables.layers.push(choice);
@@ -210,11 +208,6 @@ impl ProbeUnit {
     }
 }
 
-/// The activations as a read of the f16 cache returns them.
-fn as_cached(acts: &Activations) -> anyhow::Result<Activations> {
-    Activations::from_bytes(&acts.to_bytes(Precision::F16)).map_err(anyhow::Error::msg)
-}
-
 /// The veracity layer and its activations for the analyses that reuse them: handed over by
 /// the representational stage, or read from the cache.
 pub fn veracity_activations<'h>(
@@ -228,8 +221,7 @@ pub fn veracity_activations<'h>(
     };
     if handoff.activations.is_none() {
         let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
-        let acts = acts.remove(&layer).expect("requested layer");
-        handoff.activations = Some(as_cached(&acts)?);
+        handoff.activations = Some(acts.remove(&layer).expect("requested layer"));
     }
     Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
@@ -566,7 +558,9 @@ fn extract_layers(
 
 /// Activations of `ids` at `layers`, from the cache under `$PSTAT_HOME/activations` when
 /// present, else extracted and stored (f16). The cache key covers the model file, the input
-/// format and template, the data and the ids, so nothing stale is ever reused.
+/// format and template, the data and the ids, so nothing stale is ever reused. Either way the
+/// caller gets what the cache returns (a fresh extraction is read back from its file), so a
+/// run resumed after the cache was written trains on the same numbers as one that was not.
 pub fn cached_activations(
     model: &LoadedModel,
     data: &pstat_data::Dataset,
@@ -583,9 +577,9 @@ pub fn cached_activations(
     }
     let domain = data.domain;
     // The leading tag versions the cache layout: v2 stopped writing f16 infinities, v3 files
-    // carry a content hash checked on every read.
+    // carry a content hash checked on every read, v4's hash covers the metadata (statement ids).
     let key_input = format!(
-        "activations-v3\n{}\n{}\n{}\n{}",
+        "activations-v4\n{}\n{}\n{}\n{}",
         model.lm.sha256(),
         model.input_signature(),
         data.data_hash,
@@ -635,7 +629,7 @@ pub fn cached_activations(
         a.metadata
             .insert("data_hash".into(), data.data_hash.clone());
         a.write(&path(layer), Precision::F16)?;
-        out.insert(layer, a);
+        out.insert(layer, Activations::read(&path(layer))?);
     }
     Ok(out)
 }
