@@ -202,11 +202,14 @@ fn killed_twice_and_resumed_equals_uninterrupted_and_damage_is_recomputed() {
 
     // Killed once right after the activation cache is written (the probe unit may or may not
     // be done), once after the first behavioral unit, then resumed to the end.
-    let killed = work.path().join("killed");
+    // The report's title names the folder: both runs go to a folder named `run`.
+    let killed = work.path().join("killed/run");
     home.kill_when(&killed, "the activation cache is written", || {
         !home.activation_files().is_empty()
     });
-    let first_unit = killed.join(&cell).join("behavioral/plain/baseline_empty.context.json");
+    let first_unit = killed
+        .join(&cell)
+        .join("behavioral/plain/baseline_empty.context.json");
     home.kill_when(&killed, "the first behavioral unit is stored", || {
         first_unit.exists()
     });
@@ -216,7 +219,7 @@ fn killed_twice_and_resumed_equals_uninterrupted_and_damage_is_recomputed() {
     );
     home.complete(&killed);
 
-    let clean = work.path().join("clean");
+    let clean = work.path().join("clean/run");
     home.complete(&clean);
     let expected = results(&clean);
     assert!(expected.contains_key("stability.csv"));
@@ -224,7 +227,9 @@ fn killed_twice_and_resumed_equals_uninterrupted_and_damage_is_recomputed() {
 
     // Same-size damage to what a rerun reads back.
     let [activations] = home.activation_files().try_into().unwrap();
-    let judgments = clean.join(&cell).join("behavioral/plain/k5/fictional.main.jsonl");
+    let judgments = clean
+        .join(&cell)
+        .join("behavioral/plain/k5/fictional.main.jsonl");
     let unit = clean
         .join(&cell)
         .join("representational/mass_mean/layer_20/unit.json");
@@ -255,7 +260,11 @@ fn killed_twice_and_resumed_equals_uninterrupted_and_damage_is_recomputed() {
         assert!(named, "{} is not named:\n{stderr}", damaged.display());
         let mut aside = damaged.as_os_str().to_owned();
         aside.push(".corrupt");
-        assert!(Path::new(&aside).is_file(), "{} moved aside", damaged.display());
+        assert!(
+            Path::new(&aside).is_file(),
+            "{} moved aside",
+            damaged.display()
+        );
     }
     assert_same_results(&expected, &clean);
 }
@@ -282,7 +291,10 @@ fn bad_configs_and_folders_are_refused_before_any_model_loads() {
         assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains(expect), "{args:?}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-        assert!(started.elapsed() < Duration::from_secs(20), "refused at once");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "refused at once"
+        );
         assert!(!work.path().join("home/models").exists(), "no model pulled");
         stderr
     };
@@ -291,17 +303,13 @@ fn bad_configs_and_folders_are_refused_before_any_model_loads() {
         None,
         "`domains` lists `city_locations` twice",
     );
+    refused(&[], Some("bootstrap_resamples = 0"), "bootstrap_resamples");
     refused(
         &[],
-        Some("bootstrap_resamples = 0"),
-        "bootstrap_resamples",
+        Some("test_limit = 0"),
+        "`test_limit` must be at least 1",
     );
-    refused(&[], Some("test_limit = 0"), "`test_limit` must be at least 1");
-    refused(
-        &[],
-        Some("[representational]\nsawmil_c = -1.0"),
-        "sawmil_c",
-    );
+    refused(&[], Some("[representational]\nsawmil_c = -1.0"), "sawmil_c");
     assert!(!work.path().join("out").exists(), "nothing written");
     // --out naming a file: the error names it.
     std::fs::write(work.path().join("out"), "a file").unwrap();
@@ -357,7 +365,10 @@ fn clustering_no_points_fails_and_identical_points_have_no_structure() {
     assert!(output.status.success(), "{}", stderr_of(&output));
     let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert!(
-        result["no_structure"].as_str().unwrap().contains("zero variance"),
+        result["no_structure"]
+            .as_str()
+            .unwrap()
+            .contains("zero variance"),
         "{result}"
     );
     assert!(result["labels"].as_array().unwrap().iter().all(|l| l == -1));
@@ -366,7 +377,11 @@ fn clustering_no_points_fails_and_identical_points_have_no_structure() {
 #[test]
 fn a_closed_stdout_ends_quietly() {
     let home = tempfile::tempdir().unwrap();
-    for args in [&["models", "list"][..], &["models", "list", "--json"], &["data", "stats"]] {
+    for args in [
+        &["models", "list"][..],
+        &["models", "list", "--json"],
+        &["data", "stats"],
+    ] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
         let output = Command::new(env!("CARGO_BIN_EXE_pstat"))

@@ -467,13 +467,16 @@ mod tests {
         let (_, path) = written(dir.path());
         let bytes = std::fs::read(&path).unwrap();
         // `s:12` becomes `s:19` in the header: same size, still valid, another statement.
-        let at = bytes.windows(5).position(|w| w == b"s:12\\").unwrap_or_else(|| {
-            bytes
-                .windows(5)
-                .position(|w| w == b"\"s:12")
-                .expect("the id is in the header")
-                + 1
-        });
+        let at = bytes
+            .windows(5)
+            .position(|w| w == b"s:12\\")
+            .unwrap_or_else(|| {
+                bytes
+                    .windows(5)
+                    .position(|w| w == b"\"s:12")
+                    .expect("the id is in the header")
+                    + 1
+            });
         let mut garbled = bytes.clone();
         garbled[at + 3] = b'9';
         std::fs::write(&path, &garbled).unwrap();

@@ -250,10 +250,14 @@ mod tests {
         let garbled = text.replacen("2.5e-7", "2.6e-7", 1);
         assert_eq!(garbled.len(), text.len());
         std::fs::write(&path, garbled).unwrap();
-        let err = read_checked_json::<Vec<f64>>(&path).unwrap_err().to_string();
+        let err = read_checked_json::<Vec<f64>>(&path)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unit.json") && err.contains("sha256"), "{err}");
         std::fs::write(&path, &text.as_bytes()[..text.len() / 2]).unwrap();
-        let err = read_checked_json::<Vec<f64>>(&path).unwrap_err().to_string();
+        let err = read_checked_json::<Vec<f64>>(&path)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a valid record"), "{err}");
         let aside = move_aside(&path).unwrap();
         assert!(!path.exists() && aside.ends_with("unit.json.corrupt"));

@@ -2,10 +2,10 @@
 //! and mutations (truncation, byte flips, spliced junk) of valid files, answer with a value or
 //! an error: never a panic, never a hang.
 
+use proptest::prelude::*;
 use pstat_data::activations::{Activations, Precision};
 use pstat_data::load::{FileRole, parse_csv};
 use pstat_data::{DataRoot, Domain};
-use proptest::prelude::*;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -119,5 +119,8 @@ fn the_valid_inputs_parse() {
     )
     .unwrap();
     assert_eq!(rows.len(), 39);
-    assert_eq!(Activations::from_bytes(&valid_activations()).unwrap().len(), 6);
+    assert_eq!(
+        Activations::from_bytes(&valid_activations()).unwrap().len(),
+        6
+    );
 }

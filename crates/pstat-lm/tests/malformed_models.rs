@@ -3,8 +3,8 @@
 //! as a model or fail with an error: never a panic, never a hang. The valid files are the tiny
 //! random-weight models of tests/fixtures/hf.
 
-use pstat_lm::LanguageModel;
 use proptest::prelude::*;
+use pstat_lm::LanguageModel;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;

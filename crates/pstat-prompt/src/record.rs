@@ -6,8 +6,8 @@
 
 use crate::context::BeliefContext;
 use crate::error::PromptError;
-use crate::study::Progress;
 use crate::scoring::{Answer, OptionProbs};
+use crate::study::Progress;
 use crate::template::PromptFormat;
 use pstat_data::artifact::{move_aside, sha256_hex, write_atomic, write_json_atomic};
 use serde::{Deserialize, Serialize};
@@ -132,8 +132,7 @@ impl UnitFiles {
             ));
         }
         let text = String::from_utf8(bytes).map_err(|e| damaged(e.to_string()))?;
-        let judgments =
-            parse_lines(&self.judgments, &text).map_err(|e| damaged(e.to_string()))?;
+        let judgments = parse_lines(&self.judgments, &text).map_err(|e| damaged(e.to_string()))?;
         if judgments.len() != expected.n {
             return Err(damaged(format!(
                 "{} judgments where the unit has {}",

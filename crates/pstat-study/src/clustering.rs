@@ -9,6 +9,7 @@ use crate::io::{read_json, write_json, write_manifest};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
+use anyhow::Context;
 use pstat_cluster::contrast::labeler::Labeler;
 use pstat_cluster::contrast::themes::LabeledCluster;
 use pstat_cluster::contrast::{
@@ -17,7 +18,6 @@ use pstat_cluster::contrast::{
 use pstat_cluster::{Grid, GridResult, Matrix, run_grid};
 use pstat_data::activations::Activations;
 use pstat_data::artifact::write_atomic;
-use anyhow::Context;
 use pstat_tables::{ClusterRow, ThemeRow};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

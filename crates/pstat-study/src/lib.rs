@@ -49,6 +49,26 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
     let study = Study::open(config, out)?;
     pstat_familiarity::bigram::write_tables(&study.datasets, out)
         .context("writing the bigram tables")?;
+    for table in [
+        <pstat_tables::BigramRankRow as pstat_tables::Table>::FILE,
+        <pstat_tables::BigramDistanceRow as pstat_tables::Table>::FILE,
+    ] {
+        // Computed over every domain's data, whatever the config's domains.
+        let all_data: Vec<&str> = study
+            .datasets
+            .iter()
+            .map(|d| d.data_hash.as_str())
+            .collect();
+        io::write_manifest(
+            &pstat_data::artifact::Manifest::new(
+                table,
+                &study.config_hash,
+                &pstat_data::artifact::sha256_hex(all_data.join("\n").as_bytes()),
+                study.config.seed,
+            ),
+            &out.join(table),
+        )?;
+    }
     let mut tables = Tables::default();
     for name in &study.config.models {
         progress.stage(&format!("model {name}"));
@@ -111,11 +131,7 @@ struct RunManifest {
 /// with the folder's manifest, before any model loads: a manifest that does not parse or names
 /// another config than `config.toml` was damaged; it is named in a warning, moved aside
 /// (`manifest.json.corrupt`) and written again.
-fn guard_config(
-    out: &Path,
-    config: &RunConfig,
-    progress: &mut dyn Progress,
-) -> anyhow::Result<()> {
+fn guard_config(out: &Path, config: &RunConfig, progress: &mut dyn Progress) -> anyhow::Result<()> {
     let path = out.join("config.toml");
     let text = toml::to_string(config)?;
     if path.exists() {

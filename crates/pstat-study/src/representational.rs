@@ -136,9 +136,12 @@ impl ProbeUnit {
 
     /// The belief (judged True or not) of every held-out statement under `condition`.
     fn beliefs(&self, condition: &str) -> Option<Judgments> {
-        self.judgments
-            .get(condition)
-            .map(|judged| judged.iter().map(|j| (j.id.clone(), j.judged_true)).collect())
+        self.judgments.get(condition).map(|judged| {
+            judged
+                .iter()
+                .map(|j| (j.id.clone(), j.judged_true))
+                .collect()
+        })
     }
 
     fn all_beliefs(&self) -> HashMap<String, Judgments> {

@@ -1,5 +1,5 @@
+use crate::output::{out, outln};
 use anyhow::Context;
-use crate::output::{outln, out};
 use clap::{Args, Subcommand};
 use pstat_data::split::exclusive_split;
 use pstat_data::{DataRoot, Domain, SplitConfig, load_all, load_domain, stats};

@@ -1,8 +1,8 @@
 //! `pstat data build-fictional | synthesize | bigrams`: make the Fictional and Synthetic (Fi)
 //! statement files from the curated tables, and the lexical (bigram) comparison of Fig. 2(a–c).
 
-use crate::output::{outln, out};
 use super::data::DataArgs;
+use crate::output::{out, outln};
 use anyhow::Context;
 use clap::Subcommand;
 use pstat_data::artifact::write_atomic;

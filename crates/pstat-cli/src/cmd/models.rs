@@ -73,7 +73,12 @@ pub fn run(command: ModelsCommand) -> anyhow::Result<()> {
                 };
                 outln!(
                     "{}\t{}\t{}\t{}\t{}\t{kind}\t{paper}\t{}{verified}",
-                    info.name, info.family, info.arch, info.weight_type, info.layers, info.location
+                    info.name,
+                    info.family,
+                    info.arch,
+                    info.weight_type,
+                    info.layers,
+                    info.location
                 )?;
             }
             Ok(())
@@ -137,13 +142,21 @@ fn verify(cache: &Cache, names: &[String], json: bool) -> anyhow::Result<()> {
         outln!("no registry model in {}", cache.dir().display())?;
     } else {
         for r in results.iter().filter(|r| r.ok) {
-            outln!("{}: ok (sha256 matches the registry) {}", r.name, r.path.display())?;
+            outln!(
+                "{}: ok (sha256 matches the registry) {}",
+                r.name,
+                r.path.display()
+            )?;
         }
     }
     let failed: Vec<&str> = results.iter().filter_map(|r| r.error.as_deref()).collect();
     match failed.as_slice() {
         [] => Ok(()),
         [one] => anyhow::bail!("{one}"),
-        many => anyhow::bail!("{} models failed verification:\n{}", many.len(), many.join("\n")),
+        many => anyhow::bail!(
+            "{} models failed verification:\n{}",
+            many.len(),
+            many.join("\n")
+        ),
     }
 }
