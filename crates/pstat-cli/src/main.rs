@@ -3,6 +3,7 @@
 //! `cmd/<name>.rs` and calls into the pipeline crates.
 
 mod cmd;
+mod output;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -103,6 +104,8 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // `pstat models list | head`: the reader took what it wanted.
+        Err(_) if output::stdout_closed() => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             exit_code(&err)

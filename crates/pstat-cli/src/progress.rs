@@ -120,6 +120,9 @@ impl pstat_prompt::Progress for Bars {
             }
         }
     }
+    fn warning(&mut self, message: &str) {
+        pstat_study::Progress::note(self, &format!("warning: {message}"));
+    }
 }
 
 impl pstat_study::Progress for Bars {
@@ -270,6 +273,9 @@ impl<W: Write, C: FnMut() -> Duration> pstat_prompt::Progress for Lines<W, C> {
             self.units_done += 1;
             self.emit(&unit_line(&unit, n, resumed, took), Verbosity::Normal);
         }
+    }
+    fn warning(&mut self, message: &str) {
+        self.emit(&format!("warning: {message}"), Verbosity::Quiet);
     }
 }
 

@@ -171,9 +171,13 @@ impl Activations {
         // The data section does not depend on the metadata, so its hash can be stored there.
         let unhashed = safetensors::serialize(tensors.clone(), Some(meta.clone()))
             .expect("in-memory safetensors serialization");
+        let sorted: BTreeMap<String, String> = meta.clone().into_iter().collect();
         meta.insert(
             CONTENT_HASH.into(),
-            format!("{:016x}", content_hash(&unhashed).expect("well-formed")),
+            format!(
+                "{:016x}",
+                content_hash(&unhashed, &sorted).expect("well-formed")
+            ),
         );
         safetensors::serialize(tensors, Some(meta)).expect("in-memory safetensors serialization")
     }
@@ -210,7 +214,7 @@ impl Activations {
         let stored = metadata
             .remove(CONTENT_HASH)
             .ok_or(format!("metadata lacks `{CONTENT_HASH}`"))?;
-        let actual = format!("{:016x}", content_hash(bytes)?);
+        let actual = format!("{:016x}", content_hash(bytes, &metadata)?);
         if stored != actual {
             return Err(format!(
                 "content hash mismatch (stored {stored}, computed {actual})"
@@ -299,8 +303,9 @@ impl Activations {
 }
 
 /// xxh3-64 of the data section of a safetensors file (everything after the 8-byte length and
-/// the JSON header).
-fn content_hash(bytes: &[u8]) -> Result<u64, String> {
+/// the JSON header) followed by its metadata entries in key order (the statement ids live
+/// there), the content hash itself left out.
+fn content_hash(bytes: &[u8], metadata: &BTreeMap<String, String>) -> Result<u64, String> {
     let header_len = bytes
         .get(..8)
         .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
@@ -310,20 +315,23 @@ fn content_hash(bytes: &[u8]) -> Result<u64, String> {
         .and_then(|n| n.checked_add(8))
         .and_then(|start| bytes.get(start..))
         .ok_or("header length beyond the end of the file")?;
-    Ok(xxhash_rust::xxh3::xxh3_64(data))
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    hasher.update(data);
+    for (key, value) in metadata.iter().filter(|(k, _)| *k != CONTENT_HASH) {
+        hasher.update(key.as_bytes());
+        hasher.update(&[0]);
+        hasher.update(value.as_bytes());
+        hasher.update(&[0]);
+    }
+    Ok(hasher.digest())
 }
 
-/// Moves a corrupt file aside to `<path>.corrupt` (replacing an older one) so that the caller
-/// can recompute it while the damaged bytes stay available for inspection. Returns the new path.
+/// Moves a corrupt file aside ([`crate::artifact::move_aside`]).
 pub fn move_aside(path: &Path) -> Result<PathBuf, ActivationsError> {
-    let mut aside = path.as_os_str().to_owned();
-    aside.push(".corrupt");
-    let aside = PathBuf::from(aside);
-    std::fs::rename(path, &aside).map_err(|source| ActivationsError::Io {
+    crate::artifact::move_aside(path).map_err(|source| ActivationsError::Io {
         path: path.display().to_string(),
         source,
-    })?;
-    Ok(aside)
+    })
 }
 
 /// IEEE 754 binary16 conversion, round-to-nearest-even (what numpy's astype(float16) does).
@@ -450,6 +458,28 @@ mod tests {
         let n = bytes.len();
         bytes[n - 200..n - 100].fill(0);
         std::fs::write(&path, &bytes).unwrap();
+        assert_corrupt_and_moved_aside(&path);
+    }
+
+    #[test]
+    fn a_changed_statement_id_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, path) = written(dir.path());
+        let bytes = std::fs::read(&path).unwrap();
+        // `s:12` becomes `s:19` in the header: same size, still valid, another statement.
+        let at = bytes
+            .windows(5)
+            .position(|w| w == b"s:12\\")
+            .unwrap_or_else(|| {
+                bytes
+                    .windows(5)
+                    .position(|w| w == b"\"s:12")
+                    .expect("the id is in the header")
+                    + 1
+            });
+        let mut garbled = bytes.clone();
+        garbled[at + 3] = b'9';
+        std::fs::write(&path, &garbled).unwrap();
         assert_corrupt_and_moved_aside(&path);
     }
 

@@ -38,6 +38,71 @@ pub fn write_json_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> std::
     write_atomic(path, &bytes)
 }
 
+/// A JSON record that carries the sha256 of its own content: what a run reads back to decide
+/// that a unit is done. Serializing after parsing gives the same bytes (floats round-trip), so
+/// the check needs no second file.
+#[derive(Serialize, Deserialize)]
+struct Checked<T> {
+    content_sha256: String,
+    record: T,
+}
+
+/// Why a record read back from disk is not used.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct Corrupt {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// Writes `record` atomically with the sha256 of its JSON form ([`read_checked_json`] checks it).
+pub fn write_checked_json<T: Serialize>(path: &Path, record: &T) -> std::io::Result<()> {
+    let content = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+    write_json_atomic(
+        path,
+        &Checked {
+            content_sha256: sha256_hex(&content),
+            record,
+        },
+    )
+}
+
+/// The record at `path`; `Ok(None)` when there is none. A file that does not parse, or whose
+/// content no longer matches its hash (garbled in place, edited by hand), is [`Corrupt`]: the
+/// caller moves it aside ([`move_aside`]) and recomputes it, never uses it.
+pub fn read_checked_json<T: Serialize + serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, Corrupt> {
+    let corrupt = |reason: String| Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(corrupt(format!("unreadable: {e}"))),
+    };
+    let checked: Checked<T> =
+        serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("not a valid record: {e}")))?;
+    let content = serde_json::to_vec(&checked.record).map_err(|e| corrupt(e.to_string()))?;
+    if sha256_hex(&content) != checked.content_sha256 {
+        return Err(corrupt(
+            "content does not match its recorded sha256 (damaged on disk)".into(),
+        ));
+    }
+    Ok(Some(checked.record))
+}
+
+/// Moves a damaged file aside to `<path>.corrupt` (replacing an older one) so that the caller
+/// can recompute it while the damaged bytes stay available for inspection. Returns the new path.
+pub fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".corrupt");
+    let aside = PathBuf::from(aside);
+    std::fs::rename(path, &aside)?;
+    Ok(aside)
+}
+
 /// A temporary path next to `path` (same filesystem, so the rename is atomic). The process id
 /// keeps two concurrent writers from sharing a temp file.
 pub fn temp_sibling(path: &Path) -> PathBuf {
@@ -170,6 +235,32 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn a_checked_record_round_trips_and_same_size_damage_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("unit.json");
+        assert!(read_checked_json::<Vec<f64>>(&path).unwrap().is_none());
+        let record = vec![0.1, 1.0 / 3.0, 2.5e-7];
+        write_checked_json(&path, &record).unwrap();
+        assert_eq!(read_checked_json::<Vec<f64>>(&path).unwrap(), Some(record));
+        // One digit changed in place: same size, still valid JSON, wrong content.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let garbled = text.replacen("2.5e-7", "2.6e-7", 1);
+        assert_eq!(garbled.len(), text.len());
+        std::fs::write(&path, garbled).unwrap();
+        let err = read_checked_json::<Vec<f64>>(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unit.json") && err.contains("sha256"), "{err}");
+        std::fs::write(&path, &text.as_bytes()[..text.len() / 2]).unwrap();
+        let err = read_checked_json::<Vec<f64>>(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a valid record"), "{err}");
+        let aside = move_aside(&path).unwrap();
+        assert!(!path.exists() && aside.ends_with("unit.json.corrupt"));
     }
 
     #[test]

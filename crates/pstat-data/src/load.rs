@@ -1,7 +1,10 @@
 //! Reading statement CSVs. The upstream files differ in column sets, boolean spelling
 //! (TRUE/true), may start with a UTF-8 BOM, contain duplicate rows and statements ending in
 //! "..": all of that is accepted as is. What is not accepted (a missing required column, an
-//! unparseable boolean, an empty statement) is an error naming file, line and field.
+//! unparseable boolean, an empty statement) is an error naming file, line and field. A
+//! statement listed twice in a domain is refused too, naming both lines, unless it is one of
+//! the upstream files' own duplicates (the published files, byte for byte): a repeated row
+//! would count twice in every rate.
 
 use crate::artifact::sha256_hex;
 use crate::error::DataError;
@@ -176,11 +179,65 @@ pub fn load_domain(root: &DataRoot, domain: Domain) -> Result<Dataset, DataError
             *role,
         )?);
     }
+    refuse_duplicates(root, domain, &statements)?;
     Ok(Dataset {
         domain,
         statements,
         data_hash: sha256_hex(&hash_input),
     })
+}
+
+/// The first statement text listed twice in `statements`, unless both copies come from one
+/// upstream file as published (its duplicates are the paper's data; their ids are kept).
+fn refuse_duplicates(
+    root: &DataRoot,
+    domain: Domain,
+    statements: &[Statement],
+) -> Result<(), DataError> {
+    let published = |rel: &str| {
+        bundled::BUNDLED
+            .iter()
+            .any(|(name, text)| *name == rel && root.file(rel) == Some(*text))
+    };
+    let mut first: BTreeMap<&str, &Statement> = BTreeMap::new();
+    let mut repeats = Vec::new();
+    for s in statements {
+        match first.get(s.text.as_str()) {
+            None => {
+                first.insert(&s.text, s);
+            }
+            Some(earlier) => {
+                let (rel, _) = split_provenance(&earlier.provenance);
+                let (rel_again, _) = split_provenance(&s.provenance);
+                if !(rel == rel_again && published(rel)) {
+                    repeats.push((*earlier, s));
+                }
+            }
+        }
+    }
+    let Some((earlier, again)) = repeats.first() else {
+        return Ok(());
+    };
+    let place = |s: &Statement| {
+        let (rel, line) = split_provenance(&s.provenance);
+        format!("{}, line {line}", root.display_path(rel).display())
+    };
+    let more = match repeats.len() {
+        1 => String::new(),
+        n => format!(" ({} more repeated statements)", n - 1),
+    };
+    Err(DataError::Invalid(format!(
+        "{}: statement `{}` is listed twice in {domain}, also at {}{more}; remove the repeats \
+         (each would count twice in every rate)",
+        place(again),
+        again.text,
+        place(earlier)
+    )))
+}
+
+/// `trilemma/x.csv:12` → (`trilemma/x.csv`, `12`).
+fn split_provenance(provenance: &str) -> (&str, &str) {
+    provenance.rsplit_once(':').unwrap_or((provenance, ""))
 }
 
 pub fn load_all(root: &DataRoot) -> Result<Vec<Dataset>, DataError> {

@@ -114,3 +114,40 @@ fn user_data_directory_errors_when_required_file_missing() {
     );
     assert!(DataRoot::from_dir(&dir.path().join("nope")).is_err());
 }
+
+#[test]
+fn a_repeated_statement_is_refused_naming_both_lines() {
+    let mut root = DataRoot::bundled();
+    let rel = "fictional/city_locations_fictional.csv";
+    let text = root.file(rel).unwrap().to_string();
+    let second = text.lines().nth(1).unwrap().to_string();
+    // The upstream files' own duplicates are the published data and load as before.
+    load_domain(&root, Domain::CityLocations).unwrap();
+    root.insert(rel, format!("{text}{second}\n"));
+    let err = load_domain(&root, Domain::CityLocations)
+        .unwrap_err()
+        .to_string();
+    let line = text.lines().count() + 1;
+    assert!(
+        err.contains(&format!("data/{rel}, line {line}"))
+            && err.contains(&format!("data/{rel}, line 2"))
+            && err.contains("listed twice"),
+        "{err}"
+    );
+    // A file whose every statement is duplicated names how many more there are.
+    let body: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    root.insert(rel, format!("{text}{body}"));
+    let err = load_domain(&root, Domain::CityLocations)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("more repeated statements"), "{err}");
+}
+
+#[test]
+fn a_copy_of_the_published_files_keeps_their_own_duplicates() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
+    let root = DataRoot::from_dir(&dir).unwrap();
+    for domain in Domain::ALL {
+        load_domain(&root, domain).unwrap();
+    }
+}

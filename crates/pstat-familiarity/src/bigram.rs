@@ -33,7 +33,7 @@ fn group_of(kind: Kind) -> Option<&'static str> {
 /// distance is the square root of the base-2 divergence, in [0, 1]).
 pub use pstat_tables::{BigramDistanceRow as DistanceRow, BigramRankRow as RankFrequencyRow};
 
-// Ordered, so that the divergence sums its terms in the same order in every process.
+/// Ordered, so sums over a table run in one order and every run writes the same digits.
 type Counts = BTreeMap<String, u64>;
 
 /// Lower-cased character bigrams of every subject and object string, per statement type.

@@ -1,13 +1,15 @@
 //! Per-statement judgments on disk: one JSON line per held-out statement, one file per unit
 //! (format, K, condition, draw), written whole or not at all, with a sidecar recording the
-//! context drawn, the backend and the statements judged. A unit whose files exist and match
-//! is complete and is not recomputed.
+//! context drawn, the backend, the statements judged and the sha256 of the judgments file. A
+//! unit whose files exist and match is complete and is not recomputed; one whose judgments no
+//! longer match their hash (damaged on disk) is moved aside and recomputed, never used.
 
 use crate::context::BeliefContext;
 use crate::error::PromptError;
 use crate::scoring::{Answer, OptionProbs};
+use crate::study::Progress;
 use crate::template::PromptFormat;
-use pstat_data::artifact::{sha256_hex, write_atomic, write_json_atomic};
+use pstat_data::artifact::{move_aside, sha256_hex, write_atomic, write_json_atomic};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -50,6 +52,14 @@ pub struct UnitMeta {
     pub n: usize,
 }
 
+/// The sidecar file: what the unit was made from, and the sha256 of its judgments file.
+#[derive(Serialize, Deserialize)]
+struct Sidecar {
+    #[serde(flatten)]
+    meta: UnitMeta,
+    judgments_sha256: String,
+}
+
 /// The two files of a unit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitFiles {
@@ -71,27 +81,70 @@ impl UnitFiles {
         }
     }
 
-    /// The stored judgments if the unit is complete and was made from `expected`.
+    /// The stored judgments if the unit is complete and was made from `expected`. A unit
+    /// made from something else is recomputed silently; a damaged one (sidecar or judgments
+    /// that do not parse, judgments that no longer match their hash or count) is named in a
+    /// warning and its files moved aside (`*.corrupt`) before it is recomputed.
     pub fn load_if_complete(
         &self,
         expected: &UnitMeta,
+        progress: &mut dyn Progress,
     ) -> Result<Option<Vec<Judgment>>, PromptError> {
+        match self.check(expected) {
+            Ok(judgments) => Ok(judgments),
+            Err((path, reason)) => {
+                let mut moved = Vec::new();
+                for file in [&self.judgments, &self.meta] {
+                    if file.exists() {
+                        let aside = move_aside(file).map_err(|e| PromptError::io(file, e))?;
+                        moved.push(aside.display().to_string());
+                    }
+                }
+                progress.warning(&format!(
+                    "{}: {reason}; moved to {} and recomputed",
+                    path.display(),
+                    moved.join(" and ")
+                ));
+                Ok(None)
+            }
+        }
+    }
+
+    /// `Ok(None)`: not computed (or computed from something else); `Err`: the damaged file
+    /// and what is wrong with it.
+    fn check(&self, expected: &UnitMeta) -> Result<Option<Vec<Judgment>>, (PathBuf, String)> {
         let Ok(text) = std::fs::read_to_string(&self.meta) else {
             return Ok(None);
         };
-        match serde_json::from_str::<UnitMeta>(&text) {
-            Ok(meta) if meta == *expected => {}
-            _ => return Ok(None),
+        let sidecar = serde_json::from_str::<Sidecar>(&text)
+            .map_err(|e| (self.meta.clone(), format!("unreadable unit record ({e})")))?;
+        if sidecar.meta != *expected {
+            return Ok(None);
         }
-        let Ok(text) = std::fs::read_to_string(&self.judgments) else {
+        let Ok(bytes) = std::fs::read(&self.judgments) else {
             return Ok(None);
         };
-        let judgments = parse_lines(&self.judgments, &text)?;
-        Ok((judgments.len() == expected.n).then_some(judgments))
+        let damaged = |reason: String| (self.judgments.clone(), reason);
+        if sha256_hex(&bytes) != sidecar.judgments_sha256 {
+            return Err(damaged(
+                "judgments do not match the sha256 recorded in the unit's sidecar (damaged on disk)"
+                    .into(),
+            ));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| damaged(e.to_string()))?;
+        let judgments = parse_lines(&self.judgments, &text).map_err(|e| damaged(e.to_string()))?;
+        if judgments.len() != expected.n {
+            return Err(damaged(format!(
+                "{} judgments where the unit has {}",
+                judgments.len(),
+                expected.n
+            )));
+        }
+        Ok(Some(judgments))
     }
 
-    /// Judgments first, then the sidecar: a crash in between leaves no sidecar, so the unit
-    /// is recomputed rather than trusted.
+    /// Judgments first, then the sidecar with their hash: a crash in between leaves no
+    /// sidecar, so the unit is recomputed rather than trusted.
     pub fn store(&self, meta: &UnitMeta, judgments: &[Judgment]) -> Result<(), PromptError> {
         let mut bytes = Vec::new();
         for j in judgments {
@@ -103,7 +156,11 @@ impl UnitFiles {
         }
         let _ = std::fs::remove_file(&self.meta);
         write_atomic(&self.judgments, &bytes).map_err(|e| PromptError::io(&self.judgments, e))?;
-        write_json_atomic(&self.meta, meta).map_err(|e| PromptError::io(&self.meta, e))
+        let sidecar = Sidecar {
+            meta: meta.clone(),
+            judgments_sha256: sha256_hex(&bytes),
+        };
+        write_json_atomic(&self.meta, &sidecar).map_err(|e| PromptError::io(&self.meta, e))
     }
 }
 
@@ -129,6 +186,7 @@ pub fn ids_sha256(ids: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::study::Silent;
 
     fn meta(n: usize) -> UnitMeta {
         UnitMeta {
@@ -169,18 +227,72 @@ mod tests {
     fn a_stored_unit_is_reused_only_when_it_matches() {
         let dir = tempfile::tempdir().unwrap();
         let files = UnitFiles::at(&dir.path().join("k2/fictional.main"));
-        assert_eq!(files.load_if_complete(&meta(1)).unwrap(), None);
+        let load = |expected: &UnitMeta| files.load_if_complete(expected, &mut Silent).unwrap();
+        assert_eq!(load(&meta(1)), None);
         files.store(&meta(1), &[judgment()]).unwrap();
-        assert_eq!(
-            files.load_if_complete(&meta(1)).unwrap(),
-            Some(vec![judgment()])
-        );
+        assert_eq!(load(&meta(1)), Some(vec![judgment()]));
         let mut other = meta(1);
         other.backend = "another".into();
-        assert_eq!(files.load_if_complete(&other).unwrap(), None);
+        assert_eq!(load(&other), None);
         // A judgments file without its sidecar is incomplete.
         std::fs::remove_file(&files.meta).unwrap();
-        assert_eq!(files.load_if_complete(&meta(1)).unwrap(), None);
+        assert_eq!(load(&meta(1)), None);
+    }
+
+    /// Records the warnings it is given.
+    struct Warnings(Vec<String>);
+
+    impl Progress for Warnings {
+        fn start(&mut self, _: &str, _: usize) {}
+        fn advance(&mut self, _: usize) {}
+        fn finish(&mut self, _: bool) {}
+        fn warning(&mut self, message: &str) {
+            self.0.push(message.to_string());
+        }
+    }
+
+    #[test]
+    fn a_garbled_judgment_file_is_named_moved_aside_and_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = UnitFiles::at(&dir.path().join("k2/fictional.main"));
+        files.store(&meta(1), &[judgment()]).unwrap();
+        // Same size, still valid JSON lines: only the hash tells.
+        let text = std::fs::read_to_string(&files.judgments).unwrap();
+        let garbled = text.replacen("\"judged_true\":true", "\"judged_true\":fals", 1);
+        let garbled = if garbled == text {
+            text.replacen("\"judged_true\":false", "\"judged_true\":true ", 1)
+        } else {
+            garbled
+        };
+        assert_eq!(garbled.len(), text.len());
+        std::fs::write(&files.judgments, garbled).unwrap();
+        let mut warnings = Warnings(Vec::new());
+        assert_eq!(
+            files.load_if_complete(&meta(1), &mut warnings).unwrap(),
+            None
+        );
+        let [warning] = warnings.0.as_slice() else {
+            panic!("{:?}", warnings.0)
+        };
+        assert!(
+            warning.contains("fictional.main.jsonl") && warning.contains("sha256"),
+            "{warning}"
+        );
+        assert!(!files.judgments.exists() && !files.meta.exists());
+        assert!(dir.path().join("k2/fictional.main.jsonl.corrupt").exists());
+        // A sidecar garbled beyond parsing is named too.
+        files.store(&meta(1), &[judgment()]).unwrap();
+        std::fs::write(&files.meta, "{\"context\": ").unwrap();
+        let mut warnings = Warnings(Vec::new());
+        assert_eq!(
+            files.load_if_complete(&meta(1), &mut warnings).unwrap(),
+            None
+        );
+        assert!(
+            warnings.0[0].contains("fictional.main.context.json"),
+            "{:?}",
+            warnings.0
+        );
     }
 
     #[test]

@@ -34,6 +34,11 @@ pub trait Progress {
     fn start(&mut self, unit: &str, n: usize);
     fn advance(&mut self, n: usize);
     fn finish(&mut self, resumed: bool);
+    /// Something went wrong and was recovered from (a damaged unit recomputed); the user
+    /// should read it. Printed on stderr unless the caller shows it its own way.
+    fn warning(&mut self, message: &str) {
+        eprintln!("warning: {message}");
+    }
 }
 
 /// A [`Progress`] that reports nothing.
@@ -160,7 +165,7 @@ pub fn run_units(
         let files = spec.unit_files(condition, draw);
         let label = format!("{} {} {}", spec.format, condition.name, draw);
         progress.start(&label, test.len());
-        let judgments = match files.load_if_complete(&meta)? {
+        let judgments = match files.load_if_complete(&meta, progress)? {
             Some(stored) => {
                 progress.finish(true);
                 stored

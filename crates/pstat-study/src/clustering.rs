@@ -5,10 +5,11 @@
 //! chat endpoint.
 
 use crate::config::RunConfig;
-use crate::io::read_json;
+use crate::io::{read_json, write_json, write_manifest};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
+use anyhow::Context;
 use pstat_cluster::contrast::labeler::Labeler;
 use pstat_cluster::contrast::themes::LabeledCluster;
 use pstat_cluster::contrast::{
@@ -16,7 +17,7 @@ use pstat_cluster::contrast::{
 };
 use pstat_cluster::{Grid, GridResult, Matrix, run_grid};
 use pstat_data::activations::Activations;
-use pstat_data::artifact::{write_atomic, write_json_atomic};
+use pstat_data::artifact::write_atomic;
 use pstat_tables::{ClusterRow, ThemeRow};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -54,7 +55,7 @@ impl Stage for Clustering {
     ) -> anyhow::Result<()> {
         let retractions = std::mem::take(&mut handoff.retractions);
         let (_, acts) = veracity_activations(cell, handoff, progress)?;
-        let output = run(cell, &retractions, acts)?;
+        let output = run(cell, &retractions, acts, progress)?;
         tables.clusters.extend(output.rows);
         tables.themes.extend(output.themes);
         tables.labeled.extend(output.labeled);
@@ -72,6 +73,7 @@ fn run(
     cell: &Cell,
     retractions: &Retractions,
     acts: &Activations,
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<ClusterOutput> {
     let Cell {
         study,
@@ -97,14 +99,14 @@ fn run(
         labeled: Vec::new(),
     };
     if retracted.len() < MIN_POINTS {
-        write_json_atomic(
+        write_json(
             &dir.join("skipped.json"),
             &serde_json::json!({"retracted": retracted.len(), "reason": format!("fewer than {MIN_POINTS} retracted statements")}),
         )?;
         return Ok(output);
     }
     let result_path = dir.join("result.json");
-    let stored = match read_json::<Stored>(&result_path)? {
+    let stored = match read_json::<Stored>(&result_path, progress)? {
         Some(stored) if stored.ids == retracted => stored,
         _ => {
             let dim = representation[&retracted[0]].len();
@@ -122,11 +124,13 @@ fn run(
                 ids: retracted.clone(),
                 result,
             };
-            write_json_atomic(&result_path, &stored)?;
-            study
-                .manifest(format!("clusters {} {domain}", model.name), domain)
-                .with_model(model.lm.sha256(), pstat_lm::kernel_isa())
-                .write_beside(&result_path)?;
+            write_json(&result_path, &stored)?;
+            write_manifest(
+                &study
+                    .manifest(format!("clusters {} {domain}", model.name), domain)
+                    .with_model(model.lm.sha256(), pstat_lm::kernel_isa()),
+                &result_path,
+            )?;
             stored
         }
     };
@@ -174,13 +178,12 @@ fn run(
         &points,
         &PromptOptions::default(),
     )?;
-    write_json_atomic(&dir.join("prompts.json"), &prompts)?;
-    write_atomic(
-        &dir.join("prompts.md"),
-        prompts_markdown(&prompts).as_bytes(),
-    )?;
+    write_json(&dir.join("prompts.json"), &prompts)?;
+    let markdown = dir.join("prompts.md");
+    write_atomic(&markdown, prompts_markdown(&prompts).as_bytes())
+        .with_context(|| format!("writing {}", markdown.display()))?;
     if let Some(url) = &study.config.clustering.labeler {
-        label(cell, url, &prompts, &mut output)?;
+        label(cell, url, &prompts, &mut output, progress)?;
     }
     Ok(output)
 }
@@ -190,6 +193,7 @@ fn label(
     url: &str,
     prompts: &[ClusterPrompt],
     output: &mut ClusterOutput,
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<()> {
     let Cell {
         study,
@@ -204,11 +208,11 @@ fn label(
     let labeler = Labeler::new(url, "default", 3, Duration::from_secs(300));
     for prompt in prompts {
         let path = dir.join(format!("label_{}.json", prompt.cluster_id));
-        let outcome = match read_json(&path)? {
+        let outcome = match read_json(&path, progress)? {
             Some(label) => label,
             None => {
                 let outcome = labeler.label(&prompt.prompt)?.label;
-                write_json_atomic(&path, &outcome)?;
+                write_json(&path, &outcome)?;
                 outcome
             }
         };

@@ -3,7 +3,7 @@
 //! veracity-layer representations (Fig. 2d).
 
 use crate::config::RunConfig;
-use crate::io::{read_json, write_jsonl};
+use crate::io::{read_record, write_jsonl, write_record};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Stage, Tables};
@@ -85,7 +85,7 @@ fn object_token_table(
         .join(&model.name)
         .join(domain.as_str())
         .join("familiarity.json");
-    if let Some(rows) = read_json::<Vec<FamiliarityRow>>(&path)? {
+    if let Some(rows) = read_record::<Vec<FamiliarityRow>>(&path, progress)? {
         return Ok(rows);
     }
     let data = study.data(domain);
@@ -156,7 +156,7 @@ fn object_token_table(
             })
         })
         .collect();
-    pstat_data::artifact::write_json_atomic(&path, &rows)?;
+    write_record(&path, &rows)?;
     Ok(rows)
 }
 

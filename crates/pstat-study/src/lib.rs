@@ -34,15 +34,41 @@ use std::path::Path;
 /// and so is a second run into a folder while one is running ([`RunLock`]).
 pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> anyhow::Result<()> {
     config.validate()?;
+    if out.exists() && !out.is_dir() {
+        bail!(
+            "{}: exists and is not a folder (the run's output folder, --out)",
+            out.display()
+        );
+    }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let _lock = RunLock::acquire(out)?;
-    guard_config(out, &config)?;
+    guard_config(out, &config, progress)?;
     progress.note(&plan(&config));
 
     progress.stage("data and splits");
     let study = Study::open(config, out)?;
     pstat_familiarity::bigram::write_tables(&study.datasets, out)
         .context("writing the bigram tables")?;
+    for table in [
+        <pstat_tables::BigramRankRow as pstat_tables::Table>::FILE,
+        <pstat_tables::BigramDistanceRow as pstat_tables::Table>::FILE,
+    ] {
+        // Computed over every domain's data, whatever the config's domains.
+        let all_data: Vec<&str> = study
+            .datasets
+            .iter()
+            .map(|d| d.data_hash.as_str())
+            .collect();
+        io::write_manifest(
+            &pstat_data::artifact::Manifest::new(
+                table,
+                &study.config_hash,
+                &pstat_data::artifact::sha256_hex(all_data.join("\n").as_bytes()),
+                study.config.seed,
+            ),
+            &out.join(table),
+        )?;
+    }
     let mut tables = Tables::default();
     for name in &study.config.models {
         progress.stage(&format!("model {name}"));
@@ -90,8 +116,22 @@ fn plan(config: &RunConfig) -> String {
     )
 }
 
-/// A run folder belongs to one config: continuing it with another would mix results.
-fn guard_config(out: &Path, config: &RunConfig) -> anyhow::Result<()> {
+/// `<out>/manifest.json`: the program and config that own the run folder.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RunManifest {
+    pstat_version: String,
+    git_commit: String,
+    git_dirty: Option<bool>,
+    threads: usize,
+    config_hash: String,
+    seed: u64,
+}
+
+/// A run folder belongs to one config: continuing it with another would mix results. Checked,
+/// with the folder's manifest, before any model loads: a manifest that does not parse or names
+/// another config than `config.toml` was damaged; it is named in a warning, moved aside
+/// (`manifest.json.corrupt`) and written again.
+fn guard_config(out: &Path, config: &RunConfig, progress: &mut dyn Progress) -> anyhow::Result<()> {
     let path = out.join("config.toml");
     let text = toml::to_string(config)?;
     if path.exists() {
@@ -104,20 +144,45 @@ fn guard_config(out: &Path, config: &RunConfig) -> anyhow::Result<()> {
                 path.display()
             );
         }
-        return Ok(());
+        let manifest = out.join("manifest.json");
+        let problem = match std::fs::read(&manifest) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", manifest.display())),
+            Ok(bytes) => match serde_json::from_slice::<RunManifest>(&bytes) {
+                Err(e) => Some(format!("unreadable ({e})")),
+                Ok(m) if m.config_hash != config.hash() => Some(format!(
+                    "names config {} but config.toml hashes to {}",
+                    m.config_hash,
+                    config.hash()
+                )),
+                Ok(_) => return Ok(()),
+            },
+        };
+        if let Some(problem) = problem {
+            let aside = pstat_data::artifact::move_aside(&manifest)
+                .with_context(|| format!("moving {} aside", manifest.display()))?;
+            progress.note(&format!(
+                "warning: {}: {problem}; moved to {} and written again",
+                manifest.display(),
+                aside.display()
+            ));
+        }
+    } else {
+        write_atomic(&path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
     }
-    write_atomic(&path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
     let build = pstat_data::artifact::build();
+    let manifest = out.join("manifest.json");
     write_json_atomic(
-        &out.join("manifest.json"),
-        &serde_json::json!({
-            "pstat_version": env!("CARGO_PKG_VERSION"),
-            "git_commit": build.commit,
-            "git_dirty": build.dirty,
-            "threads": build.threads,
-            "config_hash": config.hash(),
-            "seed": config.seed,
-        }),
-    )?;
-    Ok(())
+        &manifest,
+        &RunManifest {
+            pstat_version: env!("CARGO_PKG_VERSION").into(),
+            git_commit: build.commit,
+            git_dirty: build.dirty,
+            threads: build.threads,
+            config_hash: config.hash(),
+            seed: config.seed,
+        },
+    )
+    .with_context(|| format!("writing {}", manifest.display()))
 }

@@ -2,14 +2,14 @@
 //! (or reuse) the activations of layers l−2..l+2, retrain every probe under every Θ and judge
 //! the held-out True statements.
 
-use crate::io::{read_json, write_jsonl};
+use crate::io::{read_json, read_record, write_json, write_manifest, write_record};
 use crate::model::LoadedModel;
 use crate::progress::Progress;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::study::Study;
 use anyhow::{Context, bail};
 use pstat_data::activations::{Activations, ActivationsError, Precision, move_aside};
-use pstat_data::artifact::{sha256_hex, write_json_atomic};
+use pstat_data::artifact::sha256_hex;
 use pstat_data::{Condition, Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
@@ -71,7 +71,7 @@ impl Stage for Representational {
         let mut activations: BTreeMap<usize, Activations> = BTreeMap::new();
         for (probe, layer) in units {
             let unit_dir = dir.join(probe.as_str()).join(format!("layer_{layer:02}"));
-            let unit = match ProbeUnit::read(study, &unit_dir)? {
+            let unit = match ProbeUnit::read(&unit_dir, progress)? {
                 Some(done) => done,
                 None => {
                     if activations.is_empty() {
@@ -86,12 +86,14 @@ impl Stage for Representational {
                         &unit_dir,
                         progress,
                     )?;
-                    let rows_path = unit_dir.join("rows.json");
-                    write_json_atomic(&rows_path, &unit.rows)?;
-                    study
-                        .manifest(format!("{probe} layer {layer} {domain}"), *domain)
-                        .with_model(model.lm.sha256(), pstat_lm::kernel_isa())
-                        .write_beside(&rows_path)?;
+                    let path = ProbeUnit::path(&unit_dir);
+                    write_record(&path, &unit)?;
+                    write_manifest(
+                        &study
+                            .manifest(format!("{probe} layer {layer} {domain}"), *domain)
+                            .with_model(model.lm.sha256(), pstat_lm::kernel_isa()),
+                        &path,
+                    )?;
                     unit
                 }
             };
@@ -112,26 +114,42 @@ impl Stage for Representational {
     }
 }
 
-/// One probe at one layer: its stability rows and the judgments of every condition that
-/// could be fit (`<unit>/rows.json`, `<unit>/<condition>.jsonl`).
+/// One probe at one layer: its stability rows and the per-statement judgments of every
+/// condition that could be fit, in one record (`<unit>/unit.json`, hash-checked). The tables
+/// and the analyses that reuse the judgments (retractions for clustering, paired comparisons)
+/// read this one record, so they cannot disagree.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct ProbeUnit {
     rows: Vec<StabilityRow>,
-    judgments: HashMap<String, Judgments>,
+    judgments: BTreeMap<String, Vec<ProbeJudgment>>,
 }
 
 impl ProbeUnit {
-    /// A finished unit, or `None` when it has not been computed.
-    fn read(study: &Study, dir: &Path) -> anyhow::Result<Option<Self>> {
-        let Some(rows) = read_json::<Vec<StabilityRow>>(&dir.join("rows.json"))? else {
-            return Ok(None);
-        };
-        let mut judgments = HashMap::new();
-        for condition in &study.conditions.conditions {
-            if let Some(j) = read_judgments(&dir.join(format!("{}.jsonl", condition.name)))? {
-                judgments.insert(condition.name.clone(), j);
-            }
-        }
-        Ok(Some(ProbeUnit { rows, judgments }))
+    fn path(dir: &Path) -> PathBuf {
+        dir.join("unit.json")
+    }
+
+    /// A finished unit, or `None` when it has not been computed. A damaged record is named
+    /// in a warning, moved aside (`unit.json.corrupt`) and the unit recomputed.
+    fn read(dir: &Path, progress: &mut dyn Progress) -> anyhow::Result<Option<Self>> {
+        read_record(&Self::path(dir), progress)
+    }
+
+    /// The belief (judged True or not) of every held-out statement under `condition`.
+    fn beliefs(&self, condition: &str) -> Option<Judgments> {
+        self.judgments.get(condition).map(|judged| {
+            judged
+                .iter()
+                .map(|j| (j.id.clone(), j.judged_true))
+                .collect()
+        })
+    }
+
+    fn all_beliefs(&self) -> HashMap<String, Judgments> {
+        self.judgments
+            .keys()
+            .filter_map(|c| Some((c.clone(), self.beliefs(c)?)))
+            .collect()
     }
 
     /// Which held-out True statements each condition retracts under this probe.
@@ -139,16 +157,16 @@ impl ProbeUnit {
         let Some(base) = study
             .conditions
             .baseline()
-            .and_then(|b| self.judgments.get(&b.name))
+            .and_then(|b| self.beliefs(&b.name))
         else {
             return;
         };
         for condition in study.conditions.perturbations() {
-            if let Some(perturbed) = self.judgments.get(&condition.name) {
+            if let Some(perturbed) = self.beliefs(&condition.name) {
                 into.add(
                     &format!("representational {probe} {}", condition.name),
-                    base,
-                    perturbed,
+                    &base,
+                    &perturbed,
                 );
             }
         }
@@ -171,7 +189,7 @@ impl ProbeUnit {
         let Some(baseline) = study
             .conditions
             .baseline()
-            .and_then(|b| self.judgments.get(&b.name))
+            .and_then(|b| self.beliefs(&b.name))
         else {
             return Ok(Vec::new());
         };
@@ -186,27 +204,12 @@ impl ProbeUnit {
         crate::comparisons::paired_rows(
             &key,
             &study.held_out_true(*domain),
-            baseline,
-            &self.judgments,
+            &baseline,
+            &self.all_beliefs(),
             study.config.bootstrap_resamples,
             study.seed_for(&format!("paired:{}:{domain}:{probe}:{layer}", model.name)),
         )
     }
-}
-
-fn read_judgments(path: &Path) -> anyhow::Result<Option<Judgments>> {
-    if !path.exists() {
-        return Ok(None);
-    }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut out = Judgments::new();
-    for (i, line) in text.lines().enumerate() {
-        let j: ProbeJudgment = serde_json::from_str(line)
-            .with_context(|| format!("{}, line {}", path.display(), i + 1))?;
-        out.insert(j.id, j.judged_true);
-    }
-    Ok(Some(out))
 }
 
 /// The veracity layer and its activations for the analyses that reuse them: handed over by
@@ -227,8 +230,7 @@ pub fn veracity_activations<'h>(
     Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
 
-/// Retrain one probe at one layer of `model` under every condition; judgments go to
-/// `<unit>/<condition>.jsonl`.
+/// Retrain one probe at one layer under every condition and judge the held-out statements.
 fn probe_unit(
     study: &Study,
     model: &str,
@@ -250,30 +252,26 @@ fn probe_unit(
         seed,
     )
     .with_context(|| format!("{} {domain} {probe} layer {layer}", model))?;
-    write_json_atomic(&unit.join("probe.json"), &fit.record)?;
+    write_json(&unit.join("probe.json"), &fit.record)?;
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
     progress.start(
         &format!("{} {domain} {probe} layer {layer}", model),
         conditions.len(),
     );
-    let mut judgments: HashMap<String, Judgments> = HashMap::new();
+    let mut done = ProbeUnit {
+        rows: Vec::new(),
+        judgments: BTreeMap::new(),
+    };
     let mut failures = Vec::new();
     for condition in conditions {
         match fit.fit(&training, condition) {
             Ok(trained) => {
                 let judged = judge(&trained, acts, &held_out)?;
                 // The probe itself, so anyone can reload and rescore it (`pstat sawmil
-                // predict`); written before its judgments, which mark the condition done.
+                // predict`); the unit's record, written last, marks the unit done.
                 trained.save(&unit.join(format!("{}.probe.safetensors", condition.name)))?;
-                write_jsonl(&unit.join(format!("{}.jsonl", condition.name)), &judged)?;
-                judgments.insert(
-                    condition.name.clone(),
-                    judged
-                        .into_iter()
-                        .map(|j: ProbeJudgment| (j.id, j.judged_true))
-                        .collect(),
-                );
+                done.judgments.insert(condition.name.clone(), judged);
             }
             // A degenerate fit (w = 0 optimal) is recorded, not fatal: its rates stay undefined.
             Err(e) => failures.push(format!("{}: {e}", condition.name)),
@@ -282,7 +280,7 @@ fn probe_unit(
     }
     progress.finish(false);
     if !failures.is_empty() {
-        write_json_atomic(&unit.join("failures.json"), &failures)?;
+        write_json(&unit.join("failures.json"), &failures)?;
         progress.note(&format!(
             "warning: {} {domain} {probe} layer {layer}: {}",
             model,
@@ -292,7 +290,7 @@ fn probe_unit(
     let Some(baseline) = study
         .conditions
         .baseline()
-        .and_then(|b| judgments.get(&b.name))
+        .and_then(|b| done.beliefs(&b.name))
     else {
         bail!(
             "{} {domain} {probe} layer {layer}: the baseline probe could not be fit",
@@ -303,12 +301,11 @@ fn probe_unit(
         resamples: study.config.bootstrap_resamples,
         seed: study.seed_for(&format!("bootstrap:{}:{domain}:{probe}:{layer}", model)),
     };
-    let mut rows = Vec::new();
     for condition in study.conditions.perturbations() {
-        let Some(perturbed) = judgments.get(&condition.name) else {
+        let Some(perturbed) = done.beliefs(&condition.name) else {
             continue;
         };
-        let cmp = compare(&held_out, baseline, perturbed)?;
+        let cmp = compare(&held_out, &baseline, &perturbed)?;
         let key = RowKey {
             model: model.to_string(),
             domain: domain.to_string(),
@@ -318,12 +315,12 @@ fn probe_unit(
             condition: condition.name.clone(),
             ..RowKey::default()
         };
-        rows.push(StabilityRow {
+        done.rows.push(StabilityRow {
             c: fit.record.c,
             ..stability_row(key, &cmp, bootstrap)
         });
     }
-    Ok(ProbeUnit { rows, judgments })
+    Ok(done)
 }
 
 /// How one probe unit fits every Θ. sAwMIL's C is chosen once, by the CV search on the
@@ -424,7 +421,7 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
         domain,
     } = cell;
     let path = cell.dir("representational").join("layers.json");
-    if let Some(choice) = read_json::<LayerChoice>(&path)? {
+    if let Some(choice) = read_json::<LayerChoice>(&path, progress)? {
         return Ok(choice);
     }
     let n_layers = model.lm.n_layers();
@@ -453,7 +450,7 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
         let train = study.stratified_train(*domain, n);
         select_layer(study, model, *domain, &train, progress)?
     };
-    write_json_atomic(&path, &choice)?;
+    write_json(&path, &choice)?;
     Ok(choice)
 }
 
@@ -613,7 +610,9 @@ fn extract_layers(
 
 /// Activations of `ids` at `layers`, from the cache under `$PSTAT_HOME/activations` when
 /// present, else extracted and stored (f16). The cache key covers the model file, the input
-/// format and template, the data and the ids, so nothing stale is ever reused.
+/// format and template, the data and the ids, so nothing stale is ever reused. Either way the
+/// caller gets what the cache returns (a fresh extraction is read back from its file), so a
+/// run resumed after the cache was written trains on the same numbers as one that was not.
 pub fn cached_activations(
     model: &LoadedModel,
     data: &pstat_data::Dataset,
@@ -630,9 +629,9 @@ pub fn cached_activations(
     }
     let domain = data.domain;
     // The leading tag versions the cache layout: v2 stopped writing f16 infinities, v3 files
-    // carry a content hash checked on every read.
+    // carry a content hash checked on every read, v4's hash covers the metadata (statement ids).
     let key_input = format!(
-        "activations-v3\n{}\n{}\n{}\n{}",
+        "activations-v4\n{}\n{}\n{}\n{}",
         model.lm.sha256(),
         model.input_signature(),
         data.data_hash,
@@ -898,13 +897,13 @@ mod tests {
             &mut crate::Silent,
         )
         .unwrap();
-        let baseline = &unit.judgments["baseline"];
+        let baseline = unit.beliefs("baseline").unwrap();
         let believed: Vec<&String> = held_out.iter().filter(|id| baseline[*id]).collect();
         assert!(!believed.is_empty() && believed.len() < held_out.len());
         // One row per perturbation, its counts those of the judgments it was made from.
         assert_eq!(unit.rows.len(), study.conditions.perturbations().count());
         for row in &unit.rows {
-            let judged = &unit.judgments[&row.condition];
+            let judged = unit.beliefs(&row.condition).unwrap();
             let retracted = believed.iter().filter(|id| !judged[**id]).count();
             assert_eq!(
                 (row.n_baseline_true, row.retractions),
@@ -927,18 +926,25 @@ mod tests {
                 let condition = label.rsplit(' ').next().unwrap();
                 assert!(label.starts_with(&format!("representational {probe} ")));
                 assert!(
-                    baseline[id] && !unit.judgments[condition][id],
+                    baseline[id] && !unit.beliefs(condition).unwrap()[id],
                     "{label} {id}"
                 );
             }
         }
         // A finished unit is read back as it was computed.
-        write_json_atomic(&unit_dir.join("rows.json"), &unit.rows).unwrap();
-        let read = ProbeUnit::read(&study, &unit_dir).unwrap().unwrap();
+        crate::io::write_record(&ProbeUnit::path(&unit_dir), &unit).unwrap();
+        let read = ProbeUnit::read(&unit_dir, &mut crate::Silent)
+            .unwrap()
+            .unwrap();
         assert_eq!(read.rows, unit.rows);
-        assert_eq!(read.judgments, unit.judgments);
+        assert_eq!(read.all_beliefs(), unit.all_beliefs());
+        // Every condition's probe is saved beside the record.
+        for condition in unit.judgments.keys() {
+            let saved = unit_dir.join(format!("{condition}.probe.safetensors"));
+            assert!(TrainedProbe::load(&saved).is_ok(), "{}", saved.display());
+        }
         assert!(
-            ProbeUnit::read(&study, &dir.path().join("none"))
+            ProbeUnit::read(&dir.path().join("none"), &mut crate::Silent)
                 .unwrap()
                 .is_none(),
             "an unfinished unit is computed"

@@ -154,13 +154,15 @@ impl Tables {
             if !out.join(path).exists() {
                 continue;
             }
-            pstat_data::artifact::Manifest::new(
-                path,
-                &study.config_hash,
-                &study.data_hash(),
-                study.config.seed,
-            )
-            .write_beside(&out.join(path))?;
+            crate::io::write_manifest(
+                &pstat_data::artifact::Manifest::new(
+                    path,
+                    &study.config_hash,
+                    &study.data_hash(),
+                    study.config.seed,
+                ),
+                &out.join(path),
+            )?;
         }
         progress.note(&format!(
             "wrote {} ({} rows)",

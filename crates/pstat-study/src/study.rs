@@ -3,7 +3,7 @@
 
 use crate::config::RunConfig;
 use anyhow::Context;
-use pstat_data::artifact::{Manifest, write_json_atomic};
+use pstat_data::artifact::Manifest;
 use pstat_data::split::exclusive_split;
 use pstat_data::{ConditionSet, DataRoot, Dataset, Domain, Kind, SplitAssignment, load_domain};
 use rand::SeedableRng;
@@ -43,15 +43,16 @@ impl Study {
                 }
                 _ => {
                     let split = exclusive_split(&data, config.split_config())?;
-                    write_json_atomic(&path, &split)
-                        .with_context(|| format!("writing {}", path.display()))?;
-                    Manifest::new(
-                        format!("split {domain}"),
-                        &config_hash,
-                        &data.data_hash,
-                        config.seed,
-                    )
-                    .write_beside(&path)?;
+                    crate::io::write_json(&path, &split)?;
+                    crate::io::write_manifest(
+                        &Manifest::new(
+                            format!("split {domain}"),
+                            &config_hash,
+                            &data.data_hash,
+                            config.seed,
+                        ),
+                        &path,
+                    )?;
                     split
                 }
             };

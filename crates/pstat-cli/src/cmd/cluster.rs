@@ -1,6 +1,7 @@
 //! `pstat cluster`: Algorithm 1 (PCA → UMAP → HDBSCAN grid, silhouette-based selection) on any
 //! point matrix.
 
+use crate::output::outln;
 use anyhow::Context;
 use clap::Args;
 use pstat_cluster::input::load_matrix;
@@ -91,7 +92,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
     match &args.out {
         Some(path) => pstat_data::artifact::write_json_atomic(path, &output)
             .with_context(|| format!("writing {}", path.display()))?,
-        None => println!("{}", serde_json::to_string_pretty(&output)?),
+        None => outln!("{}", serde_json::to_string_pretty(&output)?)?,
     }
     Ok(())
 }

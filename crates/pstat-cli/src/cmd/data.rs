@@ -1,3 +1,4 @@
+use crate::output::{out, outln};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use pstat_data::split::exclusive_split;
@@ -53,9 +54,9 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
         DataCommand::Stats { json, data } => {
             let table = stats::table1(&load_all(&data.root()?)?);
             if json {
-                println!("{}", serde_json::to_string_pretty(&table)?);
+                outln!("{}", serde_json::to_string_pretty(&table)?)?;
             } else {
-                print!("{}", stats::render_table1(&table));
+                out!("{}", stats::render_table1(&table))?;
             }
             Ok(())
         }
@@ -84,7 +85,7 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
                 pstat_data::artifact::write_json_atomic(&path, &split)
                     .with_context(|| format!("writing {}", path.display()))?;
                 let n = dataset.statements.len() as f64;
-                println!(
+                outln!(
                     "{domain}: train {} ({:.1}%), calibration {} ({:.1}%), test {} ({:.1}%) -> {}",
                     split.train.len(),
                     100.0 * split.train.len() as f64 / n,
@@ -93,7 +94,7 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
                     split.test.len(),
                     100.0 * split.test.len() as f64 / n,
                     path.display()
-                );
+                )?;
             }
             Ok(())
         }

@@ -2,6 +2,7 @@
 //! statement files from the curated tables, and the lexical (bigram) comparison of Fig. 2(a–c).
 
 use super::data::DataArgs;
+use crate::output::{out, outln};
 use anyhow::Context;
 use clap::Subcommand;
 use pstat_data::artifact::write_atomic;
@@ -66,12 +67,12 @@ pub fn run(command: GenerateCommand) -> anyhow::Result<()> {
                 write_atomic(&path, to_csv(&rows)?.as_bytes())
                     .with_context(|| format!("writing {}", path.display()))?;
                 let truthy = rows.iter().filter(|r| r.correct).count();
-                println!(
+                outln!(
                     "{domain}: {} statements (Fictional (T) {truthy}, (F) {}) -> {}",
                     rows.len(),
                     rows.len() - truthy,
                     path.display()
-                );
+                )?;
             }
             Ok(())
         }
@@ -88,7 +89,7 @@ pub fn run(command: GenerateCommand) -> anyhow::Result<()> {
                 let path = dir.join(synthetic::output_file(domain));
                 write_atomic(&path, to_csv(&rows)?.as_bytes())
                     .with_context(|| format!("writing {}", path.display()))?;
-                println!("{domain}: {} statements -> {}", rows.len(), path.display());
+                outln!("{domain}: {} statements -> {}", rows.len(), path.display())?;
             }
             let source = dir.join("synthetic_fi/SOURCE.md");
             write_atomic(&source, source_markdown(&dir, seed, &words)?.as_bytes())
@@ -99,12 +100,12 @@ pub fn run(command: GenerateCommand) -> anyhow::Result<()> {
             let datasets = load_all(&data.root()?)?;
             let distances = pstat_familiarity::bigram::write_tables(&datasets, &out)
                 .with_context(|| format!("writing bigram tables into {}", out.display()))?;
-            println!("{}", out.join("bigram_rank_frequency.csv").display());
-            println!("{}", out.join("bigram_distances.csv").display());
-            print!(
+            outln!("{}", out.join("bigram_rank_frequency.csv").display())?;
+            outln!("{}", out.join("bigram_distances.csv").display())?;
+            out!(
                 "{}",
                 pstat_familiarity::bigram::nearest_kinds_report(&distances)
-            );
+            )?;
             Ok(())
         }
     }

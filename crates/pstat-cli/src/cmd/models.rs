@@ -1,5 +1,6 @@
 //! `pstat models`: the embedded models and the local model cache.
 
+use crate::output::outln;
 use anyhow::Context;
 use clap::Subcommand;
 use pstat_lm::registry::{self, Cache, ModelSource, RegistryError};
@@ -11,6 +12,16 @@ pub enum ModelsCommand {
     Pull {
         /// Registry name, e.g. smollm2-135m-instruct or gemma-3-270m.
         name: String,
+    },
+    /// Hash every cached registry model in full (sha256) and compare it with the registry,
+    /// whatever its stamp says: catches damage that kept the file's size and modification
+    /// time. Exit status 1, naming each damaged file, when any does not match.
+    Verify {
+        /// Registry names to check (default: every registry model in the cache).
+        names: Vec<String>,
+        /// One JSON array (name, path, ok, error) instead of lines.
+        #[arg(long)]
+        json: bool,
     },
     /// The registry models (pulled or not), the paper's Table A3 models and any local GGUF
     /// files or Hugging Face folders given: family, architecture, weight type, layers, chat or
@@ -32,9 +43,10 @@ pub fn run(command: ModelsCommand) -> anyhow::Result<()> {
             let path = cache
                 .pull(spec)
                 .with_context(|| format!("pulling {name}"))?;
-            println!("{name}: {}", path.display());
+            outln!("{name}: {}", path.display())?;
             Ok(())
         }
+        ModelsCommand::Verify { names, json } => verify(&cache, &names, json),
         ModelsCommand::List { models, json } => {
             let mut infos = registry::catalog(&cache);
             for name in &models {
@@ -42,12 +54,12 @@ pub fn run(command: ModelsCommand) -> anyhow::Result<()> {
                 infos.push(registry::describe(name, &source)?);
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&infos)?);
+                outln!("{}", serde_json::to_string_pretty(&infos)?)?;
                 return Ok(());
             }
-            println!("cache: {}", cache.dir().display());
+            outln!("cache: {}", cache.dir().display())?;
             let cached = cache.list();
-            println!("name\tfamily\tarch\tweights\tlayers\tkind\tpaper layers C/M/W\tlocation");
+            outln!("name\tfamily\tarch\tweights\tlayers\tkind\tpaper layers C/M/W\tlocation")?;
             for info in &infos {
                 let kind = format!("{:?}", info.kind).to_lowercase();
                 let paper = info
@@ -59,12 +71,92 @@ pub fn run(command: ModelsCommand) -> anyhow::Result<()> {
                     }
                     _ => "",
                 };
-                println!(
+                outln!(
                     "{}\t{}\t{}\t{}\t{}\t{kind}\t{paper}\t{}{verified}",
-                    info.name, info.family, info.arch, info.weight_type, info.layers, info.location
-                );
+                    info.name,
+                    info.family,
+                    info.arch,
+                    info.weight_type,
+                    info.layers,
+                    info.location
+                )?;
             }
             Ok(())
         }
+    }
+}
+
+/// One model's outcome under `pstat models verify`.
+#[derive(serde::Serialize)]
+struct Verified {
+    name: &'static str,
+    path: std::path::PathBuf,
+    ok: bool,
+    /// Why the file was refused, with what to do about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+fn verify(cache: &Cache, names: &[String], json: bool) -> anyhow::Result<()> {
+    let specs: Vec<&'static registry::ModelSpec> = if names.is_empty() {
+        let cached = cache.list();
+        registry::MODELS
+            .iter()
+            .filter(|spec| cached.iter().any(|c| c.name == spec.name))
+            .collect()
+    } else {
+        names
+            .iter()
+            .map(|name| registry::find(name).ok_or(RegistryError::Unknown(name.clone())))
+            .collect::<Result<_, _>>()?
+    };
+    let results: Vec<Verified> = specs
+        .iter()
+        .map(|spec| {
+            let path = cache.path_of(spec);
+            let error = if path.is_file() {
+                cache.verify_full(spec).err().map(|e| {
+                    format!(
+                        "{e}; remove it and run `pstat models pull {}` to fetch it again",
+                        spec.name
+                    )
+                })
+            } else {
+                Some(format!(
+                    "{}: not in the cache (run `pstat models pull {}`)",
+                    path.display(),
+                    spec.name
+                ))
+            };
+            Verified {
+                name: spec.name,
+                path,
+                ok: error.is_none(),
+                error,
+            }
+        })
+        .collect();
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&results)?)?;
+    } else if results.is_empty() {
+        outln!("no registry model in {}", cache.dir().display())?;
+    } else {
+        for r in results.iter().filter(|r| r.ok) {
+            outln!(
+                "{}: ok (sha256 matches the registry) {}",
+                r.name,
+                r.path.display()
+            )?;
+        }
+    }
+    let failed: Vec<&str> = results.iter().filter_map(|r| r.error.as_deref()).collect();
+    match failed.as_slice() {
+        [] => Ok(()),
+        [one] => anyhow::bail!("{one}"),
+        many => anyhow::bail!(
+            "{} models failed verification:\n{}",
+            many.len(),
+            many.join("\n")
+        ),
     }
 }

@@ -5,6 +5,7 @@
 //! `--resamples`, the spread over context draws in `resamples.csv`. Rerunning resumes: units
 //! already complete are read back, not recomputed.
 
+use crate::output::outln;
 use anyhow::{Context, bail};
 use clap::Args;
 use pstat_data::{
@@ -185,7 +186,7 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
             pstat_tables::upsert_table(&args.out, &summary.resamples)?;
         }
         let base = &summary.answers[0];
-        println!(
+        outln!(
             "{model_name} {} {format} K={} baseline={}: {} held-out True statements, baseline answers a/b/c = {}/{}/{}{}",
             args.domain,
             args.k,
@@ -199,19 +200,19 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
             } else {
                 ""
             }
-        );
+        )?;
         for row in summary.stability.iter().filter(|r| r.resample.is_none()) {
             let rate = |r: Option<f64>| r.map_or("undefined".to_string(), |v| format!("{v:.3}"));
-            println!(
+            outln!(
                 "  {:14} ρ_R = {} ({} / {})  ρ_E = {}",
                 row.condition,
                 rate(row.retraction_rate),
                 row.retractions,
                 row.n_baseline_true,
                 rate(row.expansion_rate)
-            );
+            )?;
         }
     }
-    println!("tables in {}", args.out.display());
+    outln!("tables in {}", args.out.display())?;
     Ok(())
 }

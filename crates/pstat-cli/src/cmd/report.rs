@@ -1,6 +1,7 @@
 //! `pstat report --run DIR`: rebuild the figures and report.html of a run folder from its
 //! files alone (no model needed), e.g. after editing themes.csv or copying a run elsewhere.
 
+use crate::output::outln;
 use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
@@ -20,11 +21,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     for note in &report.notes {
         eprintln!("note: {note}");
     }
-    println!(
+    outln!(
         "{} ({} figure files under {})",
         report.html.display(),
         report.figures.len(),
         args.run.join("figures").display()
-    );
+    )?;
     Ok(())
 }

@@ -15,8 +15,8 @@ pub enum SawmilCommand {
         /// `intra` [instances] u8 known-positive mask (default: the last 2 instances of each bag).
         #[arg(long)]
         bags: PathBuf,
-        /// Regularization C; omit to choose it from 0.05, 0.1, 0.5, 1, 10 by 3-fold CV.
-        #[arg(long = "C")]
+        /// Regularization C (> 0); omit to choose it from 0.05, 0.1, 0.5, 1, 10 by 3-fold CV.
+        #[arg(long = "C", value_parser = positive)]
         c: Option<f64>,
         /// Seeds capping, CV folds and the solver's coordinate order.
         #[arg(long, default_value_t = 42)]
@@ -95,7 +95,7 @@ pub fn run(command: SawmilCommand) -> anyhow::Result<()> {
             activations,
         } => {
             let model = TrainedProbe::load(&probe)?;
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut out = std::io::BufWriter::new(crate::output::stdout());
             let dim_error = |file: &std::path::Path, what: &str, found: usize| {
                 anyhow::anyhow!(
                     "{}: {what} has {found} features but the probe {} expects {}",
@@ -137,5 +137,14 @@ pub fn run(command: SawmilCommand) -> anyhow::Result<()> {
             out.flush()?;
             Ok(())
         }
+    }
+}
+
+/// `--C`: a finite number above 0, refused before any file is read.
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(c) if c.is_finite() && c > 0.0 => Ok(c),
+        Ok(_) => Err("C must be a finite number above 0".into()),
+        Err(e) => Err(e.to_string()),
     }
 }

@@ -134,9 +134,10 @@ pub fn run(args: ScoreArgs) -> anyhow::Result<()> {
             });
         }
     }
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = std::io::BufWriter::new(crate::output::stdout());
     for r in results.into_iter().flatten() {
         writeln!(out, "{}", serde_json::to_string(&r)?)?;
     }
+    out.flush()?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! are the same as in a full run (and a later `pstat run` into the same folder reuses them
 //! only if its config matches).
 
+use crate::output::outln;
 use clap::Args;
 use pstat_data::Domain;
 use pstat_study::RunConfig;
@@ -102,14 +103,14 @@ pub fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         &mut crate::progress::Bars::new(),
     )?;
     for (layer, a) in &acts {
-        println!(
+        outln!(
             "{} {} layer {layer}: {} statements, {} tokens × {}",
             model.name,
             args.domain,
             a.len(),
             a.n_tokens(),
             a.hidden
-        );
+        )?;
     }
     Ok(())
 }

@@ -32,8 +32,7 @@ struct Line<'a> {
 pub fn run(args: TokenizeArgs) -> anyhow::Result<()> {
     let path = pstat_lm::registry::resolve(&args.model)?;
     let tokenizer = Tokenizer::load(&path)?;
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut out = BufWriter::new(crate::output::stdout());
     for (i, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.with_context(|| format!("reading stdin line {}", i + 1))?;
         let decoded: String;
