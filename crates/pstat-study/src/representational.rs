@@ -3,8 +3,10 @@
 //! the held-out True statements.
 
 use crate::io::{read_json, write_jsonl};
+use crate::lock::WorkLock;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
+use crate::shard::UnitKey;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::study::Study;
 use anyhow::{Context, bail};
@@ -46,8 +48,19 @@ impl Stage for Representational {
             },
             dir,
         ) = (cell, cell.dir("representational"));
-        let choice = veracity_layer(cell, progress)?;
         let cfg = &study.config.representational;
+        let scope = study.scope;
+        let key = |probe: Probe, offset: i64| UnitKey::probe(&model.name, *domain, probe, offset);
+        let planned: Vec<(Probe, i64)> = cfg
+            .probes
+            .iter()
+            .flat_map(|&probe| cfg.offsets(probe).iter().map(move |&o| (probe, o)))
+            .collect();
+        // A shard with no probe unit here needs neither the layer nor the activations.
+        if !scope.assembles() && !planned.iter().any(|&(p, o)| scope.covers(&key(p, o))) {
+            return Ok(());
+        }
+        let choice = veracity_layer(cell, progress)?;
         let layer_at = |offset: &i64| -> anyhow::Result<usize> {
             let l = choice.veracity_layer as i64 + offset;
             if l < 1 || l > model.lm.n_layers() as i64 {
@@ -60,19 +73,18 @@ impl Stage for Representational {
             }
             Ok(l as usize)
         };
-        let mut units: Vec<(Probe, usize)> = Vec::new();
-        for &probe in &cfg.probes {
-            for offset in cfg.offsets(probe) {
-                units.push((probe, layer_at(offset)?));
-            }
+        let mut units: Vec<(Probe, i64, usize)> = Vec::new();
+        for &(probe, offset) in &planned {
+            units.push((probe, offset, layer_at(&offset)?));
         }
-        let layers: BTreeSet<usize> = units.iter().map(|(_, l)| *l).collect();
+        let layers: BTreeSet<usize> = units.iter().map(|(_, _, l)| *l).collect();
         let layers: Vec<usize> = layers.into_iter().collect();
         let mut activations: BTreeMap<usize, Activations> = BTreeMap::new();
-        for (probe, layer) in units {
+        for (probe, offset, layer) in units {
             let unit_dir = dir.join(probe.as_str()).join(format!("layer_{layer:02}"));
             let unit = match ProbeUnit::read(study, &unit_dir)? {
                 Some(done) => done,
+                None if !scope.computes(&key(probe, offset))? => continue,
                 None => {
                     if activations.is_empty() {
                         activations = extract_layers(study, model, *domain, &layers, progress)?;
@@ -94,6 +106,9 @@ impl Stage for Representational {
                     unit
                 }
             };
+            if !scope.assembles() {
+                continue;
+            }
             if layer == choice.veracity_layer {
                 unit.add_retractions(study, probe, &mut handoff.retractions);
                 tables
@@ -102,10 +117,8 @@ impl Stage for Representational {
             }
             tables.stability.extend(unit.rows);
         }
-        // Later stages read the veracity layer as the cache returns it (f16), whether this run
-        // extracted it or finds it cached.
         if let Some(acts) = activations.remove(&choice.veracity_layer) {
-            handoff.activations = Some(as_cached(&acts)?);
+            handoff.activations = Some(acts);
         }
         handoff.layer = Some(choice.clone());
         tables.layers.push(choice);
@@ -210,11 +223,6 @@ fn read_judgments(path: &Path) -> anyhow::Result<Option<Judgments>> {
     Ok(Some(out))
 }
 
-/// The activations as a read of the f16 cache returns them.
-fn as_cached(acts: &Activations) -> anyhow::Result<Activations> {
-    Activations::from_bytes(&acts.to_bytes(Precision::F16)).map_err(anyhow::Error::msg)
-}
-
 /// The veracity layer and its activations for the analyses that reuse them: handed over by
 /// the representational stage, or read from the cache.
 pub fn veracity_activations<'h>(
@@ -228,8 +236,7 @@ pub fn veracity_activations<'h>(
     };
     if handoff.activations.is_none() {
         let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
-        let acts = acts.remove(&layer).expect("requested layer");
-        handoff.activations = Some(as_cached(&acts)?);
+        handoff.activations = Some(acts.remove(&layer).expect("requested layer"));
     }
     Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
@@ -436,6 +443,8 @@ fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Result<La
         domain,
     } = cell;
     let path = cell.dir("representational").join("layers.json");
+    // Concurrent shards of the cell wait for the first one's choice instead of repeating it.
+    let _lock = WorkLock::wait(&cell.dir("representational").join(".layers.lock"))?;
     if let Some(choice) = read_json::<LayerChoice>(&path)? {
         return Ok(choice);
     }
@@ -571,7 +580,7 @@ fn extract_layers(
 }
 
 /// Activations of `ids` at `layers`, from the cache under `$PSTAT_HOME/activations` when
-/// present, else extracted and stored (f16). The cache key covers the model file, the input
+/// present, else extracted, stored (f16) and read back. The cache key covers the model file, the input
 /// format and template, the data and the ids, so nothing stale is ever reused.
 pub fn cached_activations(
     model: &LoadedModel,
@@ -602,6 +611,9 @@ pub fn cached_activations(
         .join(domain.as_str())
         .join(&sha256_hex(key_input.as_bytes())[..16]);
     let path = |l: usize| dir.join(format!("layer_{l:02}.safetensors"));
+    // Processes sharing the cache (shards of a run on one machine or one shared filesystem)
+    // extract an entry once: the others wait here and then read it.
+    let _lock = WorkLock::wait(&dir.join(".lock"))?;
     let mut out = BTreeMap::new();
     let mut missing = Vec::new();
     for &l in layers {
@@ -641,7 +653,9 @@ pub fn cached_activations(
         a.metadata
             .insert("data_hash".into(), data.data_hash.clone());
         a.write(&path(layer), Precision::F16)?;
-        out.insert(layer, a);
+        // What was stored, read back: every unit computes on the cache's f16 values whether
+        // its run extracted them, found them cached, or is one shard of many.
+        out.insert(layer, Activations::read(&path(layer))?);
     }
     Ok(out)
 }
