@@ -78,7 +78,7 @@ fn run(
         .collect();
     let test: Vec<&Statement> = held_out.iter().map(|id| by_id[id.as_str()]).collect();
     let options = OptionTokens::new(&codec)?;
-    let mut scorer: Box<dyn OptionScorer> = match &cfg.backend {
+    let mut scorer: Box<dyn OptionScorer> = match cfg.backend_for(&model.name) {
         Some(url) => Box::new(ServerScorer::new(
             url,
             None,
