@@ -5,7 +5,7 @@
 //! Neither types are not explained by surface statistics alone.
 
 use pstat_data::{Dataset, Kind};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// The statement types compared. Fictional (T) and (F) share their entities, so they form
@@ -33,7 +33,8 @@ fn group_of(kind: Kind) -> Option<&'static str> {
 /// distance is the square root of the base-2 divergence, in [0, 1]).
 pub use pstat_tables::{BigramDistanceRow as DistanceRow, BigramRankRow as RankFrequencyRow};
 
-type Counts = HashMap<String, u64>;
+// Ordered, so the divergence sums in the same order in every process (same bytes).
+type Counts = BTreeMap<String, u64>;
 
 /// Lower-cased character bigrams of every subject and object string, per statement type.
 fn bigram_counts(dataset: &Dataset) -> BTreeMap<&'static str, Counts> {
