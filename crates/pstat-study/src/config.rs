@@ -365,17 +365,12 @@ impl RunConfig {
         if self.behavioral.formats == Formats::Listed(Vec::new()) {
             bail!("behavioral.formats is empty");
         }
-        if let Some(model) = self
-            .behavioral
-            .backends
-            .keys()
-            .find(|m| {
-                !self
-                    .models
-                    .iter()
-                    .any(|listed| crate::model::display_name(listed) == **m)
-            })
-        {
+        if let Some(model) = self.behavioral.backends.keys().find(|m| {
+            !self
+                .models
+                .iter()
+                .any(|listed| crate::model::display_name(listed) == **m)
+        }) {
             bail!("behavioral.backends: `{model}` is not one of `models`");
         }
         if self.behavioral.k.contains(&0) {

@@ -299,11 +299,10 @@ mod tests {
         // xxh3-64 is specified, not Rust's per-release DefaultHasher: this value never changes.
         assert_eq!(
             xxhash_rust::xxh3::xxh3_64(key.canonical().as_bytes()),
-            XXH3_OF_KEY
+            12_427_039_623_961_623_811
         );
+        assert_eq!(key.shard_of(3), (12_427_039_623_961_623_811u64 % 3) as u32);
     }
-
-    const XXH3_OF_KEY: u64 = 0;
 
     #[test]
     fn every_unit_has_exactly_one_shard_and_the_shards_share_the_work() {
