@@ -68,6 +68,8 @@ enum Command {
     Familiarity(cmd::stage::FamiliarityArgs),
     /// Run the whole P-StaT study (or the stages the config enables), resumably.
     Run(cmd::run::RunArgs),
+    /// Build the tables and the report of a run whose units `pstat run --shard` computed.
+    Merge(cmd::merge::MergeArgs),
     /// Rebuild the figures and the self-contained report.html of a run folder from its files.
     Report(cmd::report::ReportArgs),
 }
@@ -98,6 +100,7 @@ fn main() -> std::process::ExitCode {
         Command::Hidden(a) => cmd::hidden::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Merge(a) => cmd::merge::run(a),
         Command::Probe(a) => cmd::stage::probe(a),
         Command::Extract(a) => cmd::stage::extract(a),
         Command::Familiarity(a) => cmd::stage::familiarity(a),

@@ -29,5 +29,7 @@ pub use context::{Baseline, BeliefContext, ContextSpec, Draw, TrainingPool};
 pub use error::PromptError;
 pub use record::Judgment;
 pub use scoring::{Answer, EncodedPrompts, OptionProbs, OptionScorer, OptionTokens, PromptCodec};
-pub use study::{Progress, Silent, StudySpec, Summary, UnitResult, run_units, summarize};
+pub use study::{
+    Progress, Silent, StudySpec, Summary, UnitResult, run_selected_units, run_units, summarize,
+};
 pub use template::PromptFormat;

@@ -115,7 +115,8 @@ impl StudySpec {
         UnitFiles::at(&dir.join(format!("k{}", self.context.k)).join(name))
     }
 
-    fn unit_k(&self, condition: &Condition) -> Option<usize> {
+    /// The K of a unit's context (`None` for the empty baseline, which serves every K).
+    pub fn unit_k(&self, condition: &Condition) -> Option<usize> {
         (!self.is_empty_baseline(condition)).then_some(self.context.k)
     }
 }
@@ -129,6 +130,32 @@ pub fn run_units(
     codec: &dyn PromptCodec,
     scorer: &mut dyn OptionScorer,
     progress: &mut dyn Progress,
+) -> Result<Vec<UnitResult>, PromptError> {
+    run_selected_units(
+        spec,
+        conditions,
+        pool,
+        test,
+        codec,
+        scorer,
+        progress,
+        &mut |_, _| true,
+    )
+}
+
+/// As [`run_units`], but a unit not yet stored is computed only where `compute(condition,
+/// draw)` says so (a shard of a run computes its own units); units neither stored nor
+/// computed are left out of the result.
+#[allow(clippy::too_many_arguments)]
+pub fn run_selected_units(
+    spec: &StudySpec,
+    conditions: &ConditionSet,
+    pool: &TrainingPool,
+    test: &[&Statement],
+    codec: &dyn PromptCodec,
+    scorer: &mut dyn OptionScorer,
+    progress: &mut dyn Progress,
+    compute: &mut dyn FnMut(&Condition, Draw) -> bool,
 ) -> Result<Vec<UnitResult>, PromptError> {
     if test.is_empty() {
         return Err(PromptError::NoTestStatements {
@@ -163,9 +190,13 @@ pub fn run_units(
             n: test.len(),
         };
         let files = spec.unit_files(condition, draw);
+        let stored = files.load_if_complete(&meta, progress)?;
+        if stored.is_none() && !compute(condition, draw) {
+            continue;
+        }
         let label = format!("{} {} {}", spec.format, condition.name, draw);
         progress.start(&label, test.len());
-        let judgments = match files.load_if_complete(&meta, progress)? {
+        let judgments = match stored {
             Some(stored) => {
                 progress.finish(true);
                 stored

@@ -4,14 +4,16 @@
 //! its units are resumable files under `<model>/<domain>/behavioral/`).
 
 use crate::config::{Formats, RunConfig};
+use crate::lock::WorkLock;
 use crate::progress::Progress;
+use crate::shard::{UnitKey, possible_units};
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use pstat_data::{ConditionSet, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::{
     Baseline, ContextSpec, Draw, OptionScorer, OptionTokens, PromptFormat, StudySpec, TrainingPool,
-    run_units, summarize,
+    UnitResult, run_selected_units, summarize,
 };
 use pstat_stability::{Bootstrap, Judgments, MIN_BASELINE_TRUE};
 use pstat_tables::FormatDecision;
@@ -55,6 +57,16 @@ fn run(
     let domain = *domain;
     let retractions = &mut handoff.retractions;
     let cfg = &study.config.behavioral;
+    let scope = study.scope;
+    if !scope.assembles() {
+        let keys = possible_units(&study.config, &study.conditions, &model.name, domain)?;
+        if !keys
+            .iter()
+            .any(|k| k.stage == "behavioral" && scope.covers(k))
+        {
+            return Ok(());
+        }
+    }
     let codec = EmbeddedCodec::open(model.lm.path())?;
     let pool = TrainingPool::new(domain, &study.datasets, &study.splits)?;
     let held_out = study.held_out_true(domain);
@@ -66,7 +78,7 @@ fn run(
         .collect();
     let test: Vec<&Statement> = held_out.iter().map(|id| by_id[id.as_str()]).collect();
     let options = OptionTokens::new(&codec)?;
-    let mut scorer: Box<dyn OptionScorer> = match &cfg.backend {
+    let mut scorer: Box<dyn OptionScorer> = match cfg.backend_for(&model.name) {
         Some(url) => Box::new(ServerScorer::new(
             url,
             None,
@@ -94,8 +106,15 @@ fn run(
         resamples: study.config.bootstrap_resamples,
         seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
     };
-    let mut score = |spec: &StudySpec, conditions: &ConditionSet, progress: &mut dyn Progress| {
-        run_units(
+    // The units of `spec` this process computes or finds stored; `prerequisite` units are
+    // computed by every shard that needs them.
+    let mut score = |spec: &StudySpec,
+                     conditions: &ConditionSet,
+                     prerequisite: bool,
+                     progress: &mut dyn Progress|
+     -> anyhow::Result<Vec<UnitResult>> {
+        let mut missing = Ok(());
+        let units = run_selected_units(
             spec,
             conditions,
             &pool,
@@ -103,7 +122,23 @@ fn run(
             &codec,
             scorer.as_mut(),
             progress,
-        )
+            &mut |condition, draw| {
+                let key = UnitKey::prompt(spec, condition, draw);
+                let computes = if prerequisite {
+                    scope.computes_prerequisite(&key)
+                } else {
+                    scope.computes(&key)
+                };
+                computes.unwrap_or_else(|err| {
+                    if missing.is_ok() {
+                        missing = Err(err);
+                    }
+                    false
+                })
+            },
+        )?;
+        missing?;
+        Ok(units)
     };
     let (formats, reason) = match &cfg.formats {
         Formats::Listed(formats) => {
@@ -133,7 +168,9 @@ fn run(
             let baseline_only = ConditionSet {
                 conditions: study.conditions.baseline().into_iter().cloned().collect(),
             };
-            let units = score(&chat, &baseline_only, progress)?;
+            // Every shard with units in this cell needs the decision: the first scores it.
+            let _lock = WorkLock::wait(&dir.join(".format.lock"))?;
+            let units = score(&chat, &baseline_only, true, progress)?;
             let believed = units
                 .first()
                 .map_or(0, |u| u.judgments.iter().filter(|j| j.judged_true).count());
@@ -168,7 +205,10 @@ fn run(
         for &k in &cfg.k {
             for &baseline in &cfg.baselines {
                 let spec = spec(format, k, baseline);
-                let units = score(&spec, &study.conditions, progress)?;
+                let units = score(&spec, &study.conditions, false, progress)?;
+                if !scope.assembles() {
+                    continue;
+                }
                 let summary = summarize(&spec, &units, bootstrap)?;
                 if let Some((base, rest)) = units.split_first() {
                     let beliefs = |u: &pstat_prompt::UnitResult| -> Judgments {

@@ -53,6 +53,10 @@ impl Stage for Clustering {
         tables: &mut Tables,
         progress: &mut dyn Progress,
     ) -> anyhow::Result<()> {
+        // It needs every retraction of the cell: it runs where the tables are assembled.
+        if !cell.study.scope.assembles() {
+            return Ok(());
+        }
         let retractions = std::mem::take(&mut handoff.retractions);
         let (_, acts) = veracity_activations(cell, handoff, progress)?;
         let output = run(cell, &retractions, acts, progress)?;

@@ -9,6 +9,7 @@ use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
 use pstat_stability::Bootstrap;
 use pstat_tables::{Baseline, Probe, PromptFormat};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,6 +117,21 @@ pub struct Behavioral {
     pub allow_fewer: bool,
     /// Score on an OpenAI-compatible completions server instead of in-process.
     pub backend: Option<String>,
+    /// A server per model (keyed by the model's name in the tables: the registry name, or
+    /// a GGUF file's or folder's stem), e.g. one vLLM per model on a cluster; a model not
+    /// listed uses `backend`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub backends: BTreeMap<String, String>,
+}
+
+impl Behavioral {
+    /// The server that scores `model` (its name in the tables), if any.
+    pub fn backend_for(&self, model: &str) -> Option<&str> {
+        self.backends
+            .get(model)
+            .or(self.backend.as_ref())
+            .map(String::as_str)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -242,6 +258,7 @@ impl Default for Behavioral {
             shuffle_control: false,
             allow_fewer: false,
             backend: None,
+            backends: BTreeMap::new(),
         }
     }
 }
@@ -364,6 +381,14 @@ impl RunConfig {
         }
         if self.behavioral.formats == Formats::Listed(Vec::new()) {
             bail!("behavioral.formats is empty");
+        }
+        if let Some(model) = self.behavioral.backends.keys().find(|m| {
+            !self
+                .models
+                .iter()
+                .any(|listed| crate::model::display_name(listed) == **m)
+        }) {
+            bail!("behavioral.backends: `{model}` is not one of `models`");
         }
         if self.behavioral.k.contains(&0) {
             bail!("behavioral.k: context sizes must be positive");
@@ -517,6 +542,11 @@ mod tests {
                 .contains("selection_statements")
         );
         assert!(invalid("bootstrap_resamples = 0").contains("bootstrap_resamples"));
+        let err = invalid("[behavioral.backends]\nllama = \"http://gpu:8000\"");
+        assert!(
+            err.contains("behavioral.backends: `llama` is not one of `models`"),
+            "{err}"
+        );
         let err =
             invalid("models = [\"gemma-3-270m\", \"smollm2-135m-instruct\", \"gemma-3-270m\"]");
         assert!(err.contains("`models` lists `gemma-3-270m` twice"), "{err}");

@@ -6,6 +6,7 @@ use crate::config::RunConfig;
 use crate::io::{read_record, write_jsonl, write_record};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
+use crate::shard::UnitKey;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use pstat_data::activations::Activations;
 use pstat_data::{Kind, Statement};
@@ -62,7 +63,8 @@ impl Stage for Familiarity {
         tables
             .familiarity
             .extend(object_token_table(cell, progress)?);
-        if cell.study.config.representational.enabled {
+        // Distances are not a unit: they are computed where the tables are assembled.
+        if cell.study.config.representational.enabled && cell.study.scope.assembles() {
             let (layer, acts) = veracity_activations(cell, handoff, progress)?;
             tables.distances.extend(distance_table(cell, layer, acts));
         }
@@ -87,6 +89,12 @@ fn object_token_table(
         .join("familiarity.json");
     if let Some(rows) = read_record::<Vec<FamiliarityRow>>(&path, progress)? {
         return Ok(rows);
+    }
+    if !study
+        .scope
+        .computes(&UnitKey::familiarity(&model.name, domain))?
+    {
+        return Ok(Vec::new());
     }
     let data = study.data(domain);
     let n = study.config.familiarity.statements_per_kind;

@@ -4,6 +4,7 @@
 //! atomically and is skipped when a rerun finds it, so an interrupted run loses at most the
 //! unit in flight; what one stage hands the next (the veracity layer, its activations, the
 //! retractions) passes in memory, and a resumed run reads it back through the same typed code.
+//! [`execute_scoped`] runs one shard of a run, and [`merge`] assembles what shards computed.
 
 pub mod behavioral;
 pub mod clustering;
@@ -15,6 +16,7 @@ pub mod lock;
 pub mod model;
 pub mod progress;
 pub mod representational;
+pub mod shard;
 pub mod stage;
 pub mod study;
 
@@ -22,17 +24,31 @@ pub use config::RunConfig;
 pub use lock::RunLock;
 pub use model::LoadedModel;
 pub use progress::{Progress, Silent};
+pub use shard::{Scope, Shard, UnitKey};
 pub use stage::{Cell, Handoff, STAGES, Stage, Tables};
 pub use study::Study;
 
 use anyhow::{Context, bail};
+use pstat_data::Domain;
 use pstat_data::artifact::{write_atomic, write_json_atomic};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Runs the stages `config` enables into `out`, then builds the report. Rerunning with the
 /// same config continues where a run stopped; another config into the same folder is refused,
 /// and so is a second run into a folder while one is running ([`RunLock`]).
 pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> anyhow::Result<()> {
+    execute_scoped(config, out, Scope::All, progress)
+}
+
+/// [`execute`] for the units `scope` computes: a shard computes its own units and stops (the
+/// folder is shared with the other shards of the same config); a merge computes no unit and
+/// builds the tables and the report.
+pub fn execute_scoped(
+    config: RunConfig,
+    out: &Path,
+    scope: Scope,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<()> {
     config.validate()?;
     if out.exists() && !out.is_dir() {
         bail!(
@@ -41,39 +57,53 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
         );
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let _lock = RunLock::acquire(out)?;
+    let _lock = match scope {
+        Scope::Shard(_) => RunLock::acquire_shared(out)?,
+        _ => RunLock::acquire(out)?,
+    };
     guard_config(out, &config, progress)?;
     progress.note(&plan(&config));
+    if let Scope::Shard(shard) = scope {
+        progress.note(&format!("shard {shard}: computing this shard's units only"));
+    }
 
     progress.stage("data and splits");
-    let study = Study::open(config, out)?;
-    pstat_familiarity::bigram::write_tables(&study.datasets, out)
-        .context("writing the bigram tables")?;
-    for table in [
-        <pstat_tables::BigramRankRow as pstat_tables::Table>::FILE,
-        <pstat_tables::BigramDistanceRow as pstat_tables::Table>::FILE,
-    ] {
-        // Computed over every domain's data, whatever the config's domains.
-        let all_data: Vec<&str> = study
-            .datasets
-            .iter()
-            .map(|d| d.data_hash.as_str())
-            .collect();
-        io::write_manifest(
-            &pstat_data::artifact::Manifest::new(
-                table,
-                &study.config_hash,
-                &pstat_data::artifact::sha256_hex(all_data.join("\n").as_bytes()),
-                study.config.seed,
-            ),
-            &out.join(table),
-        )?;
+    let mut study = Study::open(config, out)?;
+    study.scope = scope;
+    if scope.assembles() {
+        pstat_familiarity::bigram::write_tables(&study.datasets, out)
+            .context("writing the bigram tables")?;
+        for table in [
+            <pstat_tables::BigramRankRow as pstat_tables::Table>::FILE,
+            <pstat_tables::BigramDistanceRow as pstat_tables::Table>::FILE,
+        ] {
+            // Computed over every domain's data, whatever the config's domains.
+            let all_data: Vec<&str> = study
+                .datasets
+                .iter()
+                .map(|d| d.data_hash.as_str())
+                .collect();
+            io::write_manifest(
+                &pstat_data::artifact::Manifest::new(
+                    table,
+                    &study.config_hash,
+                    &pstat_data::artifact::sha256_hex(all_data.join("\n").as_bytes()),
+                    study.config.seed,
+                ),
+                &out.join(table),
+            )?;
+        }
     }
     let mut tables = Tables::default();
+    let mut owned = 0;
     for name in &study.config.models {
+        let domains = cells_to_run(&study, name, &mut owned)?;
+        if domains.is_empty() {
+            continue;
+        }
         progress.stage(&format!("model {name}"));
         let model = LoadedModel::load(name).with_context(|| format!("loading model `{name}`"))?;
-        for &domain in &study.config.domains {
+        for domain in domains {
             let cell = Cell {
                 study: &study,
                 model: &model,
@@ -88,7 +118,20 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
             }
         }
         // After each model, so an interrupted run still has the tables of finished models.
-        tables.write(&study, progress)?;
+        if scope.assembles() {
+            tables.write(&study, progress)?;
+        }
+    }
+    if let Scope::Shard(shard) = scope {
+        write_json_atomic(
+            &shard.done_file(out),
+            &serde_json::json!({"shard": shard.to_string(), "units": owned}),
+        )?;
+        progress.note(&format!(
+            "shard {shard}: its {owned} units are done; `pstat merge {}` builds the tables once every shard is",
+            out.display()
+        ));
+        return Ok(());
     }
     progress.stage("report");
     let report = pstat_report::build_report(out)?;
@@ -96,6 +139,107 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
         progress.note(&format!("note: {note}"));
     }
     progress.note(&format!("report: {}", out.join("report.html").display()));
+    Ok(())
+}
+
+/// The domains of `model` this process works on: all of them, or those where a shard owns
+/// a unit (it then loads no model it has nothing to compute for). Counts the owned units.
+fn cells_to_run(study: &Study, model: &str, owned: &mut usize) -> anyhow::Result<Vec<Domain>> {
+    let Scope::Shard(shard) = study.scope else {
+        return Ok(study.config.domains.clone());
+    };
+    let name = model::display_name(model);
+    let mut domains = Vec::new();
+    for &domain in &study.config.domains {
+        let keys = shard::possible_units(&study.config, &study.conditions, &name, domain)?;
+        let mine = keys.iter().filter(|k| shard.owns(k)).count();
+        if mine > 0 {
+            *owned += mine;
+            domains.push(domain);
+        }
+    }
+    Ok(domains)
+}
+
+/// Assembles the run folder `outs[0]` from the shards that wrote there, after copying in the
+/// unit files of shards that wrote into folders of their own (`outs[1..]`, same config): the
+/// tables and the report of the whole run, or an error naming the first missing unit.
+pub fn merge(outs: &[PathBuf], progress: &mut dyn Progress) -> anyhow::Result<()> {
+    let (into, from) = outs.split_first().context("no run folder to merge")?;
+    for folder in from {
+        merge_folder(folder, into)?;
+    }
+    let config_path = into.join("config.toml");
+    let text = std::fs::read_to_string(&config_path).with_context(|| {
+        format!(
+            "reading {} (no shard has run there yet)",
+            config_path.display()
+        )
+    })?;
+    let config: RunConfig = toml::from_str(&text)
+        .with_context(|| format!("{}: invalid run config", config_path.display()))?;
+    let shards = shard_count(into)?;
+    execute_scoped(config, into, Scope::Merge { shards }, progress)
+}
+
+/// The N of the shards that finished in `out` (`shards/<I>-of-<N>.json`), if they agree.
+fn shard_count(out: &Path) -> anyhow::Result<Option<u32>> {
+    let dir = out.join("shards");
+    if !dir.exists() {
+        return Ok(None);
+    }
+    let mut counts = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if let Some(n) = name
+            .strip_suffix(".json")
+            .and_then(|n| n.split_once("-of-"))
+            .and_then(|(_, n)| n.parse::<u32>().ok())
+        {
+            counts.insert(n);
+        }
+    }
+    Ok((counts.len() == 1).then(|| *counts.first().expect("one count")))
+}
+
+/// Copies every file of the run folder `from` that `into` lacks (units are computed by one
+/// shard each, so a file both hold has the same content), after checking the configs match.
+fn merge_folder(from: &Path, into: &Path) -> anyhow::Result<()> {
+    let config = |dir: &Path| {
+        let path = dir.join("config.toml");
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+    let theirs = config(from)?;
+    std::fs::create_dir_all(into).with_context(|| format!("creating {}", into.display()))?;
+    if into.join("config.toml").exists() && config(into)? != theirs {
+        bail!(
+            "{} holds a run with another config than {}",
+            from.display(),
+            into.display()
+        );
+    }
+    let _lock = RunLock::acquire(from)?;
+    copy_missing(from, into)
+}
+
+fn copy_missing(from: &Path, into: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        let name = entry.file_name();
+        // Locks, temporary files and the log belong to the folder they are in.
+        if name.to_string_lossy().starts_with('.') || name == "run.log" {
+            continue;
+        }
+        let (source, target) = (entry.path(), into.join(&name));
+        if entry.file_type()?.is_dir() {
+            copy_missing(&source, &target)?;
+        } else if !target.exists() {
+            let bytes =
+                std::fs::read(&source).with_context(|| format!("reading {}", source.display()))?;
+            write_atomic(&target, &bytes)
+                .with_context(|| format!("writing {}", target.display()))?;
+        }
+    }
     Ok(())
 }
 

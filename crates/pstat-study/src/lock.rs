@@ -1,7 +1,9 @@
 //! One run per output folder: an advisory lock (`flock` on Unix, `LockFileEx` on Windows) on
 //! `<out>/.lock`, held for the run's life. The kernel releases it when the holder exits for
 //! any reason, kill -9 included, so a dead run's lock is taken over without cleanup; the file
-//! itself stays and only says who held it last.
+//! itself stays and only says who held it last. Shards of one run hold it shared, so they run
+//! together but never beside a whole run or a merge; what several shards may need at once
+//! (a cell's veracity layer, an activation cache entry) is guarded by a [`WorkLock`].
 
 use anyhow::{Context, bail};
 use std::fs::{File, OpenOptions, TryLockError};
@@ -26,6 +28,16 @@ impl RunLock {
     /// Takes the lock of `out` (which must exist) at once, or fails with
     /// "<out> is in use by pid N since T" naming the holder.
     pub fn acquire(out: &Path) -> anyhow::Result<Self> {
+        Self::take(out, false)
+    }
+
+    /// The lock a shard holds: shared with the other shards of the run, refused (like
+    /// [`Self::acquire`]) while a whole run or a merge holds the folder.
+    pub fn acquire_shared(out: &Path) -> anyhow::Result<Self> {
+        Self::take(out, true)
+    }
+
+    fn take(out: &Path, shared: bool) -> anyhow::Result<Self> {
         let path = Self::path_in(out);
         let mut file = OpenOptions::new()
             .read(true)
@@ -34,7 +46,12 @@ impl RunLock {
             .truncate(false)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        match file.try_lock() {
+        let taken = if shared {
+            file.try_lock_shared()
+        } else {
+            file.try_lock()
+        };
+        match taken {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let mut holder = String::new();
@@ -69,6 +86,32 @@ impl RunLock {
     /// The lock file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// A lock for work that concurrent shards may all need (and the first one computes): taking
+/// it waits until the holder is done, then the waiter finds the result on disk.
+#[derive(Debug)]
+pub struct WorkLock {
+    // Held only for its lock: closing the file releases it.
+    _file: File,
+}
+
+impl WorkLock {
+    /// Waits for the lock file `path` (created with its folder where missing).
+    pub fn wait(path: &Path) -> anyhow::Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        file.lock()
+            .with_context(|| format!("locking {}", path.display()))?;
+        Ok(WorkLock { _file: file })
     }
 }
 
@@ -119,6 +162,19 @@ mod tests {
         assert!(err.ends_with('Z') && !err.contains('\n'), "{err}");
         drop(first);
         RunLock::acquire(dir.path()).expect("released on drop");
+    }
+
+    #[test]
+    fn shards_share_the_folder_but_not_with_a_whole_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = RunLock::acquire_shared(dir.path()).unwrap();
+        let second = RunLock::acquire_shared(dir.path()).expect("shards run together");
+        let err = RunLock::acquire(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("is in use by pid"), "{err}");
+        drop((first, second));
+        let whole = RunLock::acquire(dir.path()).unwrap();
+        assert!(RunLock::acquire_shared(dir.path()).is_err());
+        drop(whole);
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! the held-out True statements.
 
 use crate::io::{read_json, read_record, write_json, write_manifest, write_record};
+use crate::lock::WorkLock;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
+use crate::shard::UnitKey;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::study::Study;
 use anyhow::{Context, bail};
@@ -46,8 +48,19 @@ impl Stage for Representational {
             },
             dir,
         ) = (cell, cell.dir("representational"));
-        let choice = veracity_layer(cell, progress)?;
         let cfg = &study.config.representational;
+        let scope = study.scope;
+        let key = |probe: Probe, offset: i64| UnitKey::probe(&model.name, *domain, probe, offset);
+        let planned: Vec<(Probe, i64)> = cfg
+            .probes
+            .iter()
+            .flat_map(|&probe| cfg.offsets(probe).iter().map(move |&o| (probe, o)))
+            .collect();
+        // A shard with no probe unit here needs neither the layer nor the activations.
+        if !scope.assembles() && !planned.iter().any(|&(p, o)| scope.covers(&key(p, o))) {
+            return Ok(());
+        }
+        let choice = veracity_layer(cell, progress)?;
         let layer_at = |offset: &i64| -> anyhow::Result<usize> {
             let l = choice.veracity_layer as i64 + offset;
             if l < 1 || l > model.lm.n_layers() as i64 {
@@ -60,19 +73,18 @@ impl Stage for Representational {
             }
             Ok(l as usize)
         };
-        let mut units: Vec<(Probe, usize)> = Vec::new();
-        for &probe in &cfg.probes {
-            for offset in cfg.offsets(probe) {
-                units.push((probe, layer_at(offset)?));
-            }
+        let mut units: Vec<(Probe, i64, usize)> = Vec::new();
+        for &(probe, offset) in &planned {
+            units.push((probe, offset, layer_at(&offset)?));
         }
-        let layers: BTreeSet<usize> = units.iter().map(|(_, l)| *l).collect();
+        let layers: BTreeSet<usize> = units.iter().map(|(_, _, l)| *l).collect();
         let layers: Vec<usize> = layers.into_iter().collect();
         let mut activations: BTreeMap<usize, Activations> = BTreeMap::new();
-        for (probe, layer) in units {
+        for (probe, offset, layer) in units {
             let unit_dir = dir.join(probe.as_str()).join(format!("layer_{layer:02}"));
             let unit = match ProbeUnit::read(&unit_dir, progress)? {
                 Some(done) => done,
+                None if !scope.computes(&key(probe, offset))? => continue,
                 None => {
                     if activations.is_empty() {
                         activations = extract_layers(study, model, *domain, &layers, progress)?;
@@ -97,6 +109,9 @@ impl Stage for Representational {
                     unit
                 }
             };
+            if !scope.assembles() {
+                continue;
+            }
             if layer == choice.veracity_layer {
                 unit.add_retractions(study, probe, &mut handoff.retractions);
                 tables
@@ -421,6 +436,8 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
         domain,
     } = cell;
     let path = cell.dir("representational").join("layers.json");
+    // Concurrent shards of the cell wait for the first one's choice instead of repeating it.
+    let _lock = WorkLock::wait(&cell.dir("representational").join(".layers.lock"))?;
     if let Some(choice) = read_json::<LayerChoice>(&path, progress)? {
         return Ok(choice);
     }
@@ -642,6 +659,9 @@ pub fn cached_activations(
         .join(domain.as_str())
         .join(&sha256_hex(key_input.as_bytes())[..16]);
     let path = |l: usize| dir.join(format!("layer_{l:02}.safetensors"));
+    // Processes sharing the cache (shards of a run on one machine or one shared filesystem)
+    // extract an entry once: the others wait here and then read it.
+    let _lock = WorkLock::wait(&dir.join(".lock"))?;
     let mut out = BTreeMap::new();
     let mut missing = Vec::new();
     for &l in layers {
@@ -873,6 +893,7 @@ mod tests {
             out: out.to_path_buf(),
             datasets,
             splits,
+            scope: crate::shard::Scope::All,
         };
         (study, acts)
     }

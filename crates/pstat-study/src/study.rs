@@ -2,6 +2,7 @@
 //! and its saved split, the conditions, and the seeded subsamples a `--quick` run uses.
 
 use crate::config::RunConfig;
+use crate::shard::Scope;
 use anyhow::Context;
 use pstat_data::artifact::Manifest;
 use pstat_data::split::exclusive_split;
@@ -20,6 +21,9 @@ pub struct Study {
     /// Every domain's data and split, in `Domain::ALL` order (index i belongs to domain i).
     pub datasets: Vec<Dataset>,
     pub splits: Vec<SplitAssignment>,
+    /// Which units this process computes: all of them (set by [`Study::open`]), a shard's, or
+    /// none (a merge).
+    pub scope: Scope,
 }
 
 impl Study {
@@ -66,6 +70,7 @@ impl Study {
             conditions,
             datasets,
             splits,
+            scope: Scope::All,
         })
     }
 

@@ -3,6 +3,7 @@ pub mod cluster;
 pub mod data;
 pub mod generate;
 pub mod hidden;
+pub mod merge;
 pub mod models;
 pub mod prompt;
 pub mod report;

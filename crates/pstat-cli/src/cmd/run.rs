@@ -3,9 +3,9 @@
 use crate::progress::{Bars, Lines, Verbosity};
 use clap::Args;
 use pstat_data::Domain;
-use pstat_study::RunConfig;
+use pstat_study::{Progress, RunConfig, Scope, Shard};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -25,6 +25,11 @@ pub struct RunArgs {
     /// Output folder; rerunning with the same config continues where a run stopped.
     #[arg(long, default_value = "results")]
     out: PathBuf,
+    /// Compute only shard I of N (0-based, e.g. `1/3`): the units whose key hashes to I.
+    /// Shards of one config run at once into the same folder (or each into its own);
+    /// `pstat merge` then builds the tables and the report (docs/scale-out.md).
+    #[arg(long, value_name = "I/N")]
+    shard: Option<Shard>,
     /// Status lines every 5 s instead of 30 s when stderr is not a terminal.
     #[arg(short, long, conflicts_with = "quiet")]
     verbose: bool,
@@ -47,14 +52,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if !args.domains.is_empty() {
         config.domains = args.domains.clone();
     }
+    let scope = args.shard.map_or(Scope::All, Scope::Shard);
+    let mut progress = reporter(&args.out, args.quiet, args.verbose);
+    pstat_study::execute_scoped(config, &args.out, scope, progress.as_mut())
+}
+
+/// Bars on a terminal, else plain lines; both keep `<out>/run.log`.
+pub fn reporter(out: &Path, quiet: bool, verbose: bool) -> Box<dyn Progress> {
     if std::io::stderr().is_terminal() {
-        pstat_study::execute(config, &args.out, &mut Bars::logging(&args.out))
+        Box::new(Bars::logging(out))
     } else {
-        let verbosity = match (args.quiet, args.verbose) {
+        let verbosity = match (quiet, verbose) {
             (true, _) => Verbosity::Quiet,
             (_, true) => Verbosity::Verbose,
             _ => Verbosity::Normal,
         };
-        pstat_study::execute(config, &args.out, &mut Lines::stderr(&args.out, verbosity))
+        Box::new(Lines::stderr(out, verbosity))
     }
 }
