@@ -97,7 +97,8 @@ impl StudySpec {
         condition.is_baseline() && self.context.baseline == Baseline::Empty
     }
 
-    fn unit_files(&self, condition: &Condition, draw: Draw) -> UnitFiles {
+    /// Where a unit is stored; its sidecar (`meta`) exists once it is complete.
+    pub fn unit_files(&self, condition: &Condition, draw: Draw) -> UnitFiles {
         let dir = self.dir.join(self.format.as_str());
         if self.is_empty_baseline(condition) {
             return UnitFiles::at(&dir.join("baseline_empty"));
@@ -110,7 +111,8 @@ impl StudySpec {
         UnitFiles::at(&dir.join(format!("k{}", self.context.k)).join(name))
     }
 
-    fn unit_k(&self, condition: &Condition) -> Option<usize> {
+    /// The unit's context size: `None` for the empty-context baseline.
+    pub fn unit_k(&self, condition: &Condition) -> Option<usize> {
         (!self.is_empty_baseline(condition)).then_some(self.context.k)
     }
 }

@@ -4,9 +4,11 @@
 //! its units are resumable files under `<model>/<domain>/behavioral/`).
 
 use crate::config::{Formats, RunConfig};
+use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
 use crate::stage::{Cell, Handoff, Stage, Tables};
-use pstat_data::{ConditionSet, Statement};
+use crate::study::Study;
+use pstat_data::{ConditionSet, Domain, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::{
@@ -38,6 +40,33 @@ impl Stage for Behavioral {
         progress: &mut dyn Progress,
     ) -> anyhow::Result<()> {
         run(cell, handoff, tables, progress)
+    }
+}
+
+/// The study of one (format, K, baseline) of a cell; its units live under
+/// `<out>/<model>/<domain>/behavioral/`.
+pub(crate) fn study_spec(
+    study: &Study,
+    model: &str,
+    domain: Domain,
+    format: PromptFormat,
+    k: usize,
+    baseline: Baseline,
+) -> StudySpec {
+    let cfg = &study.config.behavioral;
+    StudySpec {
+        model: model.to_string(),
+        domain,
+        format,
+        context: ContextSpec {
+            k,
+            baseline,
+            seed: study.seed_for(&format!("contexts:{domain}")),
+            allow_fewer: cfg.allow_fewer,
+        },
+        resamples: cfg.resamples,
+        shuffle_control: cfg.shuffle_control,
+        dir: crate::stage::stage_dir(&study.out, model, domain, "behavioral"),
     }
 }
 
@@ -75,26 +104,19 @@ fn run(
         )?),
         None => Box::new(EmbeddedScorer::new(&model.lm, options)),
     };
-    let dir = cell.dir("behavioral");
-    let spec = |format: PromptFormat, k: usize, baseline: Baseline| StudySpec {
-        model: model.name.clone(),
-        domain,
-        format,
-        context: ContextSpec {
-            k,
-            baseline,
-            seed: study.seed_for(&format!("contexts:{domain}")),
-            allow_fewer: cfg.allow_fewer,
-        },
-        resamples: cfg.resamples,
-        shuffle_control: cfg.shuffle_control,
-        dir: dir.clone(),
+    let spec = |format: PromptFormat, k: usize, baseline: Baseline| {
+        study_spec(study, &model.name, domain, format, k, baseline)
     };
     let bootstrap = Bootstrap {
         resamples: study.config.bootstrap_resamples,
         seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
     };
     let mut score = |spec: &StudySpec, conditions: &ConditionSet, progress: &mut dyn Progress| {
+        progress.unit(&UnitKey {
+            format: Some(spec.format),
+            baseline: Some(spec.context.baseline),
+            ..UnitKey::new(&spec.model, spec.domain, UnitKind::Prompt)
+        });
         run_units(
             spec,
             conditions,

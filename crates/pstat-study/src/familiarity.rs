@@ -4,6 +4,7 @@
 
 use crate::config::RunConfig;
 use crate::io::{read_json, write_jsonl};
+use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Stage, Tables};
@@ -88,6 +89,7 @@ fn object_token_table(
     if let Some(rows) = read_json::<Vec<FamiliarityRow>>(&path)? {
         return Ok(rows);
     }
+    progress.unit(&UnitKey::new(&model.name, domain, UnitKind::ObjectTokens));
     let data = study.data(domain);
     let n = study.config.familiarity.statements_per_kind;
     let mut rng = ChaCha8Rng::seed_from_u64(study.seed_for(&format!("familiarity:{domain}")));

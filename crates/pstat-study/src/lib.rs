@@ -9,23 +9,29 @@ pub mod behavioral;
 pub mod clustering;
 pub mod comparisons;
 pub mod config;
+pub mod costs;
 pub mod familiarity;
 mod io;
 pub mod lock;
 pub mod model;
+pub mod plan;
 pub mod progress;
 pub mod representational;
 pub mod stage;
 pub mod study;
+pub mod tracker;
 
 pub use config::RunConfig;
 pub use lock::RunLock;
 pub use model::LoadedModel;
+pub use plan::{Plan, PlannedUnit, UnitKey, UnitKind};
 pub use progress::{Progress, Silent};
 pub use stage::{Cell, Handoff, STAGES, Stage, Tables};
 pub use study::Study;
+pub use tracker::{RunStatus, Tracker};
 
 use anyhow::{Context, bail};
+use costs::CostBook;
 use pstat_data::artifact::{write_atomic, write_json_atomic};
 use std::path::Path;
 
@@ -37,15 +43,20 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let _lock = RunLock::acquire(out)?;
     guard_config(out, &config)?;
-    progress.note(&plan(&config));
 
     progress.stage("data and splits");
     let study = Study::open(config, out)?;
     pstat_familiarity::bigram::write_tables(&study.datasets, out)
         .context("writing the bigram tables")?;
+    let costs = CostBook::load();
+    let plan = Plan::build(&study, &costs);
+    for line in plan.summary() {
+        progress.note(&line);
+    }
+    let mut tracker = Tracker::new(plan, costs, progress);
     let mut tables = Tables::default();
     for name in &study.config.models {
-        progress.stage(&format!("model {name}"));
+        tracker.stage(&format!("model {name}"));
         let model = LoadedModel::load(name).with_context(|| format!("loading model `{name}`"))?;
         for &domain in &study.config.domains {
             let cell = Cell {
@@ -56,13 +67,14 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
             let mut handoff = Handoff::default();
             for stage in STAGES {
                 if stage.enabled(&study.config) {
-                    progress.stage(&format!("{} {domain}: {}", model.name, stage.name()));
-                    stage.run(&cell, &mut handoff, &mut tables, progress)?;
+                    tracker.stage(&format!("{} {domain}: {}", model.name, stage.name()));
+                    stage.run(&cell, &mut handoff, &mut tables, &mut tracker)?;
+                    tracker.finish_stage(&model.name, domain, stage.name());
                 }
             }
         }
         // After each model, so an interrupted run still has the tables of finished models.
-        tables.write(&study, progress)?;
+        tables.write(&study, &mut tracker)?;
     }
     progress.stage("report");
     let report = pstat_report::build_report(out)?;
@@ -73,39 +85,21 @@ pub fn execute(config: RunConfig, out: &Path, progress: &mut dyn Progress) -> an
     Ok(())
 }
 
-/// What the run will do, before it starts: every (model, domain) runs the enabled stages.
-fn plan(config: &RunConfig) -> String {
-    let stages: Vec<&str> = STAGES
-        .iter()
-        .filter(|s| s.enabled(config))
-        .map(|s| s.name())
-        .collect();
-    format!(
-        "plan: {} model(s) × {} domain(s) = {} cells, each running {} ({} stage runs)",
-        config.models.len(),
-        config.domains.len(),
-        config.models.len() * config.domains.len(),
-        stages.join(", "),
-        config.models.len() * config.domains.len() * stages.len()
-    )
+/// The plan of a run of `config` into `out`, with what `out` already holds: read only, no
+/// model loaded, nothing written (`pstat run --dry-run`).
+pub fn dry_run(config: RunConfig, out: &Path) -> anyhow::Result<Plan> {
+    config.validate()?;
+    check_config(out, &config)?;
+    plan::preview(config, out)
 }
 
 /// A run folder belongs to one config: continuing it with another would mix results.
 fn guard_config(out: &Path, config: &RunConfig) -> anyhow::Result<()> {
-    let path = out.join("config.toml");
-    let text = toml::to_string(config)?;
-    if path.exists() {
-        let previous = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if previous != text {
-            bail!(
-                "{} holds a run with another config ({}); choose another --out or delete the folder",
-                out.display(),
-                path.display()
-            );
-        }
+    if check_config(out, config)? {
         return Ok(());
     }
+    let path = out.join("config.toml");
+    let text = toml::to_string(config)?;
     write_atomic(&path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
     let build = pstat_data::artifact::build();
     write_json_atomic(
@@ -120,4 +114,22 @@ fn guard_config(out: &Path, config: &RunConfig) -> anyhow::Result<()> {
         }),
     )?;
     Ok(())
+}
+
+/// Whether `out` holds a run of `config` (false: no run yet); an error when it holds another.
+fn check_config(out: &Path, config: &RunConfig) -> anyhow::Result<bool> {
+    let path = out.join("config.toml");
+    if !path.exists() {
+        return Ok(false);
+    }
+    let previous =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    if previous != toml::to_string(config)? {
+        bail!(
+            "{} holds a run with another config ({}); choose another --out or delete the folder",
+            out.display(),
+            path.display()
+        );
+    }
+    Ok(true)
 }

@@ -4,6 +4,7 @@
 
 use crate::io::{read_json, write_jsonl};
 use crate::model::LoadedModel;
+use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::study::Study;
@@ -60,23 +61,29 @@ impl Stage for Representational {
             }
             Ok(l as usize)
         };
-        let mut units: Vec<(Probe, usize)> = Vec::new();
+        let mut units: Vec<(Probe, i64, usize)> = Vec::new();
         for &probe in &cfg.probes {
             for offset in cfg.offsets(probe) {
-                units.push((probe, layer_at(offset)?));
+                units.push((probe, *offset, layer_at(offset)?));
             }
         }
-        let layers: BTreeSet<usize> = units.iter().map(|(_, l)| *l).collect();
+        let layers: BTreeSet<usize> = units.iter().map(|(_, _, l)| *l).collect();
         let layers: Vec<usize> = layers.into_iter().collect();
         let mut activations: BTreeMap<usize, Activations> = BTreeMap::new();
-        for (probe, layer) in units {
-            let unit_dir = dir.join(probe.as_str()).join(format!("layer_{layer:02}"));
+        for (probe, offset, layer) in units {
+            let unit_dir = unit_dir(&dir, probe, layer);
             let unit = match ProbeUnit::read(study, &unit_dir)? {
                 Some(done) => done,
                 None => {
                     if activations.is_empty() {
+                        progress.unit(&UnitKey::new(&model.name, *domain, UnitKind::Activations));
                         activations = extract_layers(study, model, *domain, &layers, progress)?;
                     }
+                    progress.unit(&UnitKey {
+                        probe: Some(probe),
+                        layer_offset: Some(offset),
+                        ..UnitKey::new(&model.name, *domain, UnitKind::Probe)
+                    });
                     let unit = probe_unit(
                         cell,
                         probe,
@@ -111,6 +118,13 @@ impl Stage for Representational {
         tables.layers.push(choice);
         Ok(())
     }
+}
+
+/// `<cell>/representational/<probe>/layer_<l>`: where one probe unit is stored.
+pub fn unit_dir(representational: &Path, probe: Probe, layer: usize) -> PathBuf {
+    representational
+        .join(probe.as_str())
+        .join(format!("layer_{layer:02}"))
 }
 
 /// One probe at one layer: its stability rows and the judgments of every condition that
@@ -227,6 +241,11 @@ pub fn veracity_activations<'h>(
         None => veracity_layer(cell, progress)?.veracity_layer,
     };
     if handoff.activations.is_none() {
+        progress.unit(&UnitKey::new(
+            &cell.model.name,
+            cell.domain,
+            UnitKind::Activations,
+        ));
         let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
         let acts = acts.remove(&layer).expect("requested layer");
         handoff.activations = Some(as_cached(&acts)?);
@@ -455,6 +474,11 @@ fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Result<La
             scores: Vec::new(),
         }
     } else {
+        progress.unit(&UnitKey::new(
+            &model.name,
+            *domain,
+            UnitKind::LayerSelection,
+        ));
         select_layer(study, model, *domain, progress)?
     };
     write_json_atomic(&path, &choice)?;
@@ -625,6 +649,12 @@ pub fn cached_activations(
             Err(err) => return Err(err.into()),
         }
     }
+    tracing::debug!(
+        "activations of {} {domain}: layers {layers:?}, {} in the cache at {}",
+        model.name,
+        layers.len() - missing.len(),
+        dir.display()
+    );
     if missing.is_empty() {
         return Ok(out);
     }
