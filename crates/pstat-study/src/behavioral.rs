@@ -112,8 +112,9 @@ fn run(
         seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
     };
     let mut score = |spec: &StudySpec, conditions: &ConditionSet, progress: &mut dyn Progress| {
+        // Without the format: where `auto` prompts plain after the chat check, its units
+        // count against the chat ones the plan assumed, in the same order.
         progress.unit(&UnitKey {
-            format: Some(spec.format),
             baseline: Some(spec.context.baseline),
             ..UnitKey::new(&spec.model, spec.domain, UnitKind::Prompt)
         });
