@@ -137,7 +137,8 @@ impl CostBook {
         }
     }
 
-    /// The reference table only (tests).
+    /// The reference table only.
+    #[cfg(test)]
     pub fn reference_only() -> Self {
         CostBook {
             reference: reference(),

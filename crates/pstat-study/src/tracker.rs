@@ -60,10 +60,6 @@ impl<'p> Tracker<'p> {
         }
     }
 
-    pub fn plan(&self) -> &Plan {
-        &self.plan
-    }
-
     /// How much slower (> 1) or faster this run is than its estimates so far.
     fn pace(&self) -> f64 {
         (self.measured_s + PACE_PRIOR_S) / (self.estimated_s + PACE_PRIOR_S)
