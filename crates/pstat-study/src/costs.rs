@@ -5,7 +5,8 @@
 //!   there. A model missing from it is scaled from SmolLM2's entry by its file size.
 //! - `$PSTAT_HOME/costs.json`: this machine's pace, measured by earlier runs. For each model
 //!   and kind of unit it keeps the seconds the computed units took and the seconds the
-//!   reference predicted for them; their ratio multiplies the reference from then on.
+//!   reference predicted for them (earlier runs at half weight); their ratio multiplies the
+//!   reference from then on.
 
 use crate::plan::{UnitKey, UnitKind, Work};
 use pstat_tables::Probe;
@@ -110,11 +111,16 @@ pub fn cost_class(key: &UnitKey) -> String {
     }
 }
 
+/// model (as in the tables) → cost class → pace.
+type Paces = BTreeMap<String, BTreeMap<String, Pace>>;
+
 /// The reference table and this machine's paces.
 pub struct CostBook {
     reference: Reference,
-    /// model (as in the tables) → cost class → pace.
-    paces: BTreeMap<String, BTreeMap<String, Pace>>,
+    /// As earlier runs left them: what estimates use.
+    paces: Paces,
+    /// What this run has measured so far.
+    measured: Paces,
     path: Option<PathBuf>,
 }
 
@@ -133,6 +139,7 @@ impl CostBook {
         CostBook {
             reference: reference(),
             paces,
+            measured: Paces::new(),
             path,
         }
     }
@@ -142,7 +149,8 @@ impl CostBook {
     pub fn reference_only() -> Self {
         CostBook {
             reference: reference(),
-            paces: BTreeMap::new(),
+            paces: Paces::new(),
+            measured: Paces::new(),
             path: None,
         }
     }
@@ -171,27 +179,45 @@ impl CostBook {
         }
     }
 
-    /// Adds what a run measured to this machine's paces. Earlier measurements count half,
-    /// so the pace follows a machine that changes.
+    /// Adds a unit this run computed: `measured_s` it took, `reference_s` the reference
+    /// predicted.
     pub fn record(&mut self, model: &str, class: &str, measured_s: f64, reference_s: f64) {
-        self.paces
+        let pace = self
+            .measured
             .entry(model.to_string())
             .or_default()
             .entry(class.to_string())
-            .and_modify(|p| {
-                p.measured_s = p.measured_s / 2.0 + measured_s;
-                p.reference_s = p.reference_s / 2.0 + reference_s;
-            })
-            .or_insert(Pace {
-                measured_s,
-                reference_s,
-            });
+            .or_default();
+        pace.measured_s += measured_s;
+        pace.reference_s += reference_s;
+    }
+
+    /// The paces to keep: earlier runs' at half weight, so that the pace follows a machine
+    /// that changes, plus this run's.
+    fn merged(&self) -> Paces {
+        let mut merged = self.paces.clone();
+        for pace in merged.values_mut().flat_map(|m| m.values_mut()) {
+            pace.measured_s /= 2.0;
+            pace.reference_s /= 2.0;
+        }
+        for (model, classes) in &self.measured {
+            for (class, pace) in classes {
+                let kept = merged
+                    .entry(model.clone())
+                    .or_default()
+                    .entry(class.clone())
+                    .or_default();
+                kept.measured_s += pace.measured_s;
+                kept.reference_s += pace.reference_s;
+            }
+        }
+        merged
     }
 
     /// Writes the paces back (atomically; a failure costs only future estimates).
     pub fn save(&self) -> anyhow::Result<()> {
         if let Some(path) = &self.path {
-            pstat_data::artifact::write_json_atomic(path, &self.paces)?;
+            pstat_data::artifact::write_json_atomic(path, &self.merged())?;
         }
         Ok(())
     }
@@ -298,18 +324,20 @@ mod tests {
         let before = book.for_model(SCALE_FROM, SCALE_FROM);
         let reference = before.seconds(&unit, work).unwrap();
         assert_eq!(before.source(), "reference machine costs");
-        // Too short a sample says nothing yet.
-        book.record(SCALE_FROM, "prompt", 30.0, 10.0);
-        assert_eq!(
-            book.for_model(SCALE_FROM, SCALE_FROM).seconds(&unit, work),
-            Some(reference)
-        );
-        book.record(SCALE_FROM, "prompt", 90.0, 45.0);
-        // (30/2 + 90) / (10/2 + 45) = 105 / 50.
+        book.paces = BTreeMap::from([(
+            SCALE_FROM.to_string(),
+            BTreeMap::from([(
+                "prompt".to_string(),
+                Pace {
+                    measured_s: 120.0,
+                    reference_s: 40.0,
+                },
+            )]),
+        )]);
         let after = book.for_model(SCALE_FROM, SCALE_FROM);
         let paced = after.seconds(&unit, work).unwrap();
         assert!(
-            (paced / reference - 2.1).abs() < 1e-9,
+            (paced / reference - 3.0).abs() < 1e-9,
             "{paced} {reference}"
         );
         assert!(
@@ -317,6 +345,20 @@ mod tests {
             "{}",
             after.source()
         );
+        // This run's units add to the earlier runs' halved sums: (60 + 30) / (20 + 25).
+        book.record(SCALE_FROM, "prompt", 10.0, 5.0);
+        book.record(SCALE_FROM, "prompt", 20.0, 20.0);
+        book.record(SCALE_FROM, "activations", 30.0, 10.0);
+        let merged = book.merged();
+        assert_eq!(
+            merged[SCALE_FROM]["prompt"],
+            Pace {
+                measured_s: 90.0,
+                reference_s: 45.0
+            }
+        );
+        // Too short a measurement says nothing yet.
+        assert_eq!(merged[SCALE_FROM]["activations"].factor(), None);
         let unknown = book.for_model("no-such-model", "no-such-model");
         assert_eq!(unknown.seconds(&unit, work), None);
         assert_eq!(unknown.source(), "no reference");
