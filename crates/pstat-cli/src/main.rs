@@ -76,6 +76,13 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Detail logs for debugging (cache hits, unit keys), off unless RUST_LOG asks for them,
+    // e.g. RUST_LOG=pstat_study=debug; progress lines do not depend on it.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
     if let Some(n) = cli.threads
         && let Err(err) = rayon::ThreadPoolBuilder::new()
             .num_threads(n.into())

@@ -3,6 +3,7 @@
 //! nothing. Both keep `run.log` in the out folder: every line with its UTC time.
 
 use indicatif::{ProgressBar, ProgressStyle};
+use pstat_study::RunStatus;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -63,6 +64,7 @@ pub struct Bars {
     started: Instant,
     unit_started: Instant,
     log: Option<RunLog>,
+    run: Option<RunStatus>,
 }
 
 impl Bars {
@@ -72,6 +74,7 @@ impl Bars {
             started: Instant::now(),
             unit_started: Instant::now(),
             log: None,
+            run: None,
         }
     }
 
@@ -110,7 +113,13 @@ impl pstat_prompt::Progress for Bars {
     fn finish(&mut self, resumed: bool) {
         if let Some(bar) = self.bar.take() {
             let n = bar.length().unwrap_or(0) as usize;
-            let line = unit_line(&bar.message(), n, resumed, self.unit_started.elapsed());
+            let line = unit_line(
+                &bar.message(),
+                n,
+                resumed,
+                self.unit_started.elapsed(),
+                self.run.as_ref(),
+            );
             self.log(&line);
             if resumed {
                 bar.set_position(n as u64);
@@ -138,11 +147,20 @@ impl pstat_study::Progress for Bars {
         }
         self.log(message);
     }
+    fn run_status(&mut self, status: &RunStatus) {
+        self.run = Some(*status);
+    }
 }
 
-/// The line of a finished unit: its items, time and rate.
-fn unit_line(unit: &str, n: usize, resumed: bool, took: Duration) -> String {
-    if resumed {
+/// The line of a finished unit: its items, time and rate, and where the run stands.
+fn unit_line(
+    unit: &str,
+    n: usize,
+    resumed: bool,
+    took: Duration,
+    run: Option<&RunStatus>,
+) -> String {
+    let line = if resumed {
         format!("done {unit}: {n} items (stored)")
     } else {
         format!(
@@ -150,26 +168,53 @@ fn unit_line(unit: &str, n: usize, resumed: bool, took: Duration) -> String {
             duration(took),
             rate(n, took)
         )
+    };
+    match run {
+        Some(run) => format!(
+            "{line}; run {}/{} units, {} left",
+            run.done,
+            run.total,
+            run.remaining_s.map_or("unknown".to_string(), |s| duration(
+                Duration::from_secs_f64(s)
+            ))
+        ),
+        None => line,
     }
 }
 
 /// The status line of a unit in flight: items done of n, its rate, and when it will end at
-/// that rate; `units_done` counts the units finished before it.
-fn status_line(unit: &str, done: usize, n: usize, took: Duration, units_done: usize) -> String {
-    let eta = if done == 0 {
-        "unknown".to_string()
-    } else {
-        duration(took.mul_f64((n.saturating_sub(done)) as f64 / done as f64))
-    };
-    format!(
-        "{unit}: {done}/{n} items, {}, unit ETA {eta}; {units_done} units done",
-        rate(done, took)
-    )
+/// that rate; then the run's units done of all, and when the run will end: this unit's ETA
+/// plus the estimate of the units after it.
+fn status_line(
+    unit: &str,
+    done: usize,
+    n: usize,
+    took: Duration,
+    run: Option<&RunStatus>,
+) -> String {
+    let eta = (done > 0).then(|| took.mul_f64((n.saturating_sub(done)) as f64 / done as f64));
+    let line = format!(
+        "{unit}: {done}/{n} items, {}, unit ETA {}",
+        rate(done, took),
+        eta.map_or("unknown".to_string(), duration)
+    );
+    match run {
+        Some(run) => format!(
+            "{line}; run {}/{} units, run ETA {}",
+            run.done,
+            run.total,
+            eta.zip(run.remaining_s)
+                .map_or("unknown".to_string(), |(eta, rest)| duration(
+                    eta + Duration::from_secs_f64(rest)
+                ))
+        ),
+        None => line,
+    }
 }
 
 fn rate(items: usize, took: Duration) -> String {
     let secs = took.as_secs_f64();
-    if secs <= 0.0 {
+    if secs <= 0.0 || items == 0 {
         return "rate unknown".to_string();
     }
     let per_second = items as f64 / secs;
@@ -200,7 +245,7 @@ pub struct Lines<W: Write, C: FnMut() -> Duration> {
     verbosity: Verbosity,
     unit: Option<(String, usize, usize, Duration)>,
     last_status: Duration,
-    units_done: usize,
+    run: Option<RunStatus>,
 }
 
 impl Lines<std::io::Stderr, Box<dyn FnMut() -> Duration>> {
@@ -224,7 +269,7 @@ impl<W: Write, C: FnMut() -> Duration> Lines<W, C> {
             verbosity,
             unit: None,
             last_status: Duration::ZERO,
-            units_done: 0,
+            run: None,
         }
     }
 
@@ -262,7 +307,7 @@ impl<W: Write, C: FnMut() -> Duration> pstat_prompt::Progress for Lines<W, C> {
         };
         *done += k;
         if now.saturating_sub(self.last_status) >= interval {
-            let line = status_line(unit, *done, *n, now - *started, self.units_done);
+            let line = status_line(unit, *done, *n, now - *started, self.run.as_ref());
             self.last_status = now;
             self.emit(&line, Verbosity::Normal);
         }
@@ -270,8 +315,8 @@ impl<W: Write, C: FnMut() -> Duration> pstat_prompt::Progress for Lines<W, C> {
     fn finish(&mut self, resumed: bool) {
         if let Some((unit, n, _, started)) = self.unit.take() {
             let took = (self.now)().saturating_sub(started);
-            self.units_done += 1;
-            self.emit(&unit_line(&unit, n, resumed, took), Verbosity::Normal);
+            let line = unit_line(&unit, n, resumed, took, self.run.as_ref());
+            self.emit(&line, Verbosity::Normal);
         }
     }
     fn warning(&mut self, message: &str) {
@@ -285,6 +330,9 @@ impl<W: Write, C: FnMut() -> Duration> pstat_study::Progress for Lines<W, C> {
     }
     fn note(&mut self, message: &str) {
         self.emit(message, Verbosity::Quiet);
+    }
+    fn run_status(&mut self, status: &RunStatus) {
+        self.run = Some(*status);
     }
 }
 
@@ -307,33 +355,58 @@ mod tests {
                 move || Duration::from_secs(clock.get()),
                 verbosity,
             );
+            let run = |done, remaining_s| RunStatus {
+                done,
+                total: 2,
+                remaining_s,
+            };
             lines.stage("m city: representational");
+            lines.run_status(&run(0, Some(600.0)));
             lines.start("m city Θ1", 100);
             for &(at, k) in steps {
                 t.set(at);
                 lines.advance(k);
             }
             t.set(100);
+            lines.run_status(&run(1, Some(600.0)));
             lines.finish(false);
             lines.start("m city Θ2", 10);
+            lines.run_status(&run(2, None));
             lines.finish(true);
         }
         String::from_utf8(out).unwrap()
     }
 
     #[test]
-    fn status_lines_come_at_most_every_30_s_with_rate_and_eta() {
+    fn status_lines_come_at_most_every_30_s_with_the_unit_and_run_eta() {
         let text = run(Verbosity::Normal, &[(10, 10), (31, 10), (40, 10), (62, 10)]);
         let lines: Vec<_> = text.lines().collect();
         assert_eq!(
             lines,
             [
                 "[00:00] == m city: representational",
-                "[00:31] m city Θ1: 20/100 items, 1.6 s/item, unit ETA 2m04s; 0 units done",
-                "[01:02] m city Θ1: 40/100 items, 1.6 s/item, unit ETA 1m33s; 0 units done",
-                "[01:40] done m city Θ1: 100 items in 1m40s, 1.0 items/s",
-                "[01:40] done m city Θ2: 10 items (stored)",
+                "[00:31] m city Θ1: 20/100 items, 1.6 s/item, unit ETA 2m04s; run 0/2 units, run ETA 12m04s",
+                "[01:02] m city Θ1: 40/100 items, 1.6 s/item, unit ETA 1m33s; run 0/2 units, run ETA 11m33s",
+                "[01:40] done m city Θ1: 100 items in 1m40s, 1.0 items/s; run 1/2 units, 10m00s left",
+                "[01:40] done m city Θ2: 10 items (stored); run 2/2 units, unknown left",
             ]
+        );
+    }
+
+    #[test]
+    fn without_a_plan_the_lines_say_only_the_unit() {
+        assert_eq!(
+            status_line("u", 0, 10, Duration::from_secs(5), None),
+            "u: 0/10 items, rate unknown, unit ETA unknown"
+        );
+        let run = RunStatus {
+            done: 1,
+            total: 3,
+            remaining_s: Some(60.0),
+        };
+        assert_eq!(
+            status_line("u", 0, 10, Duration::from_secs(5), Some(&run)),
+            "u: 0/10 items, rate unknown, unit ETA unknown; run 1/3 units, run ETA unknown"
         );
     }
 

@@ -102,7 +102,8 @@ impl StudySpec {
         condition.is_baseline() && self.context.baseline == Baseline::Empty
     }
 
-    fn unit_files(&self, condition: &Condition, draw: Draw) -> UnitFiles {
+    /// Where a unit is stored; its sidecar (`meta`) exists once it is complete.
+    pub fn unit_files(&self, condition: &Condition, draw: Draw) -> UnitFiles {
         let dir = self.dir.join(self.format.as_str());
         if self.is_empty_baseline(condition) {
             return UnitFiles::at(&dir.join("baseline_empty"));

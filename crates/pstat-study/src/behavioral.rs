@@ -5,10 +5,12 @@
 
 use crate::config::{Formats, RunConfig};
 use crate::lock::WorkLock;
+use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
-use crate::shard::{UnitKey, possible_units};
+use crate::shard::possible_units;
 use crate::stage::{Cell, Handoff, Stage, Tables};
-use pstat_data::{ConditionSet, Statement};
+use crate::study::Study;
+use pstat_data::{ConditionSet, Domain, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::{
@@ -40,6 +42,33 @@ impl Stage for Behavioral {
         progress: &mut dyn Progress,
     ) -> anyhow::Result<()> {
         run(cell, handoff, tables, progress)
+    }
+}
+
+/// The study of one (format, K, baseline) of a cell; its units live under
+/// `<out>/<model>/<domain>/behavioral/`.
+pub(crate) fn study_spec(
+    study: &Study,
+    model: &str,
+    domain: Domain,
+    format: PromptFormat,
+    k: usize,
+    baseline: Baseline,
+) -> StudySpec {
+    let cfg = &study.config.behavioral;
+    StudySpec {
+        model: model.to_string(),
+        domain,
+        format,
+        context: ContextSpec {
+            k,
+            baseline,
+            seed: study.seed_for(&format!("contexts:{domain}")),
+            allow_fewer: cfg.allow_fewer,
+        },
+        resamples: cfg.resamples,
+        shuffle_control: cfg.shuffle_control,
+        dir: crate::stage::stage_dir(&study.out, model, domain, "behavioral"),
     }
 }
 
@@ -88,19 +117,8 @@ fn run(
         None => Box::new(EmbeddedScorer::new(&model.lm, options)),
     };
     let dir = cell.dir("behavioral");
-    let spec = |format: PromptFormat, k: usize, baseline: Baseline| StudySpec {
-        model: model.name.clone(),
-        domain,
-        format,
-        context: ContextSpec {
-            k,
-            baseline,
-            seed: study.seed_for(&format!("contexts:{domain}")),
-            allow_fewer: cfg.allow_fewer,
-        },
-        resamples: cfg.resamples,
-        shuffle_control: cfg.shuffle_control,
-        dir: dir.clone(),
+    let spec = |format: PromptFormat, k: usize, baseline: Baseline| {
+        study_spec(study, &model.name, domain, format, k, baseline)
     };
     let bootstrap = Bootstrap {
         resamples: study.config.bootstrap_resamples,
@@ -113,6 +131,12 @@ fn run(
                      prerequisite: bool,
                      progress: &mut dyn Progress|
      -> anyhow::Result<Vec<UnitResult>> {
+        // Without the format: where `auto` prompts plain after the chat check, its units
+        // count against the chat ones the plan assumed, in the same order.
+        progress.unit(&UnitKey {
+            baseline: Some(spec.context.baseline),
+            ..UnitKey::new(&spec.model, spec.domain, UnitKind::Prompt)
+        });
         let mut missing = Ok(());
         let units = run_selected_units(
             spec,
@@ -123,7 +147,7 @@ fn run(
             scorer.as_mut(),
             progress,
             &mut |condition, draw| {
-                let key = UnitKey::prompt(spec, condition, draw);
+                let key = crate::shard::UnitKey::prompt(spec, condition, draw);
                 let computes = if prerequisite {
                     scope.computes_prerequisite(&key)
                 } else {

@@ -6,6 +6,7 @@
 
 use crate::config::RunConfig;
 use crate::io::{read_json, write_json, write_manifest};
+use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
@@ -16,11 +17,13 @@ use pstat_cluster::contrast::{
     ClusterPrompt, PromptOptions, PromptPoint, build_prompts, prompts_markdown,
 };
 use pstat_cluster::{Grid, GridResult, Matrix, run_grid};
+use pstat_data::Domain;
 use pstat_data::activations::Activations;
 use pstat_data::artifact::write_atomic;
 use pstat_tables::{ClusterRow, ThemeRow};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Fewer retracted statements than this are not clustered (HDBSCAN needs a handful per cluster).
@@ -73,6 +76,11 @@ struct ClusterOutput {
     labeled: Vec<LabeledCluster>,
 }
 
+/// `<out>/clusters/<model>/<domain>`: where a cell's clustering is stored.
+pub fn cell_dir(out: &Path, model: &str, domain: Domain) -> PathBuf {
+    out.join("clusters").join(model).join(domain.as_str())
+}
+
 fn run(
     cell: &Cell,
     retractions: &Retractions,
@@ -85,11 +93,7 @@ fn run(
         domain,
     } = cell;
     let domain = *domain;
-    let dir = study
-        .out
-        .join("clusters")
-        .join(&model.name)
-        .join(domain.as_str());
+    let dir = cell_dir(&study.out, &model.name, domain);
     let held_out = study.held_out_true(domain);
     let representation = standardized_means(acts, &held_out)?;
     let retracted: Vec<String> = held_out
@@ -119,11 +123,15 @@ fn run(
                 .flat_map(|id| representation[id].clone())
                 .collect();
             let x = Matrix::new(retracted.len(), dim, flat)?;
+            progress.unit(&UnitKey::new(&model.name, domain, UnitKind::Clustering));
+            progress.start(&format!("{} {domain} clustering", model.name), 1);
             let result = run_grid(
                 &x,
                 &Grid::default(),
                 study.seed_for(&format!("cluster:{}:{domain}", model.name)),
             );
+            progress.advance(1);
+            progress.finish(false);
             let stored = Stored {
                 ids: retracted.clone(),
                 result,

@@ -4,9 +4,9 @@
 
 use crate::config::RunConfig;
 use crate::io::{read_record, write_jsonl, write_record};
+use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
-use crate::shard::UnitKey;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use pstat_data::activations::Activations;
 use pstat_data::{Kind, Statement};
@@ -92,10 +92,11 @@ fn object_token_table(
     }
     if !study
         .scope
-        .computes(&UnitKey::familiarity(&model.name, domain))?
+        .computes(&crate::shard::UnitKey::familiarity(&model.name, domain))?
     {
         return Ok(Vec::new());
     }
+    progress.unit(&UnitKey::new(&model.name, domain, UnitKind::ObjectTokens));
     let data = study.data(domain);
     let n = study.config.familiarity.statements_per_kind;
     let mut rng = ChaCha8Rng::seed_from_u64(study.seed_for(&format!("familiarity:{domain}")));

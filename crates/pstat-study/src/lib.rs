@@ -10,25 +10,31 @@ pub mod behavioral;
 pub mod clustering;
 pub mod comparisons;
 pub mod config;
+pub mod costs;
 pub mod familiarity;
 mod io;
 pub mod lock;
 pub mod model;
+pub mod plan;
 pub mod progress;
 pub mod representational;
 pub mod shard;
 pub mod stage;
 pub mod study;
+pub mod tracker;
 
 pub use config::RunConfig;
 pub use lock::RunLock;
 pub use model::LoadedModel;
+pub use plan::{Plan, PlannedUnit, UnitKey, UnitKind};
 pub use progress::{Progress, Silent};
-pub use shard::{Scope, Shard, UnitKey};
+pub use shard::{Scope, Shard};
 pub use stage::{Cell, Handoff, STAGES, Stage, Tables};
 pub use study::Study;
+pub use tracker::{RunStatus, Tracker};
 
 use anyhow::{Context, bail};
+use costs::CostBook;
 use pstat_data::Domain;
 use pstat_data::artifact::{write_atomic, write_json_atomic};
 use std::path::{Path, PathBuf};
@@ -62,7 +68,6 @@ pub fn execute_scoped(
         _ => RunLock::acquire(out)?,
     };
     guard_config(out, &config, progress)?;
-    progress.note(&plan(&config));
     if let Scope::Shard(shard) = scope {
         progress.note(&format!("shard {shard}: computing this shard's units only"));
     }
@@ -94,6 +99,12 @@ pub fn execute_scoped(
             )?;
         }
     }
+    let costs = CostBook::load();
+    let plan = Plan::build(&study, &costs);
+    for line in plan.summary() {
+        progress.note(&line);
+    }
+    let mut tracker = Tracker::new(plan, costs, progress);
     let mut tables = Tables::default();
     let mut owned = 0;
     for name in &study.config.models {
@@ -101,7 +112,7 @@ pub fn execute_scoped(
         if domains.is_empty() {
             continue;
         }
-        progress.stage(&format!("model {name}"));
+        tracker.stage(&format!("model {name}"));
         let model = LoadedModel::load(name).with_context(|| format!("loading model `{name}`"))?;
         for domain in domains {
             let cell = Cell {
@@ -112,14 +123,15 @@ pub fn execute_scoped(
             let mut handoff = Handoff::default();
             for stage in STAGES {
                 if stage.enabled(&study.config) {
-                    progress.stage(&format!("{} {domain}: {}", model.name, stage.name()));
-                    stage.run(&cell, &mut handoff, &mut tables, progress)?;
+                    tracker.stage(&format!("{} {domain}: {}", model.name, stage.name()));
+                    stage.run(&cell, &mut handoff, &mut tables, &mut tracker)?;
+                    tracker.finish_stage(&model.name, domain, stage.name());
                 }
             }
         }
         // After each model, so an interrupted run still has the tables of finished models.
         if scope.assembles() {
-            tables.write(&study, progress)?;
+            tables.write(&study, &mut tracker)?;
         }
     }
     if let Scope::Shard(shard) = scope {
@@ -140,6 +152,14 @@ pub fn execute_scoped(
     }
     progress.note(&format!("report: {}", out.join("report.html").display()));
     Ok(())
+}
+
+/// The plan of a run of `config` into `out`, with what `out` already holds: read only, no
+/// model loaded, nothing written (`pstat run --dry-run`).
+pub fn dry_run(config: RunConfig, out: &Path) -> anyhow::Result<Plan> {
+    config.validate()?;
+    check_config(out, &config)?;
+    plan::preview(config, out)
 }
 
 /// The domains of `model` this process works on: all of them, or those where a shard owns
@@ -243,23 +263,6 @@ fn copy_missing(from: &Path, into: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the run will do, before it starts: every (model, domain) runs the enabled stages.
-fn plan(config: &RunConfig) -> String {
-    let stages: Vec<&str> = STAGES
-        .iter()
-        .filter(|s| s.enabled(config))
-        .map(|s| s.name())
-        .collect();
-    format!(
-        "plan: {} model(s) × {} domain(s) = {} cells, each running {} ({} stage runs)",
-        config.models.len(),
-        config.domains.len(),
-        config.models.len() * config.domains.len(),
-        stages.join(", "),
-        config.models.len() * config.domains.len() * stages.len()
-    )
-}
-
 /// `<out>/manifest.json`: the program and config that own the run folder.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct RunManifest {
@@ -278,16 +281,7 @@ struct RunManifest {
 fn guard_config(out: &Path, config: &RunConfig, progress: &mut dyn Progress) -> anyhow::Result<()> {
     let path = out.join("config.toml");
     let text = toml::to_string(config)?;
-    if path.exists() {
-        let previous = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if previous != text {
-            bail!(
-                "{} holds a run with another config ({}); choose another --out or delete the folder",
-                out.display(),
-                path.display()
-            );
-        }
+    if check_config(out, config)? {
         let manifest = out.join("manifest.json");
         let problem = match std::fs::read(&manifest) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -329,4 +323,22 @@ fn guard_config(out: &Path, config: &RunConfig, progress: &mut dyn Progress) -> 
         },
     )
     .with_context(|| format!("writing {}", manifest.display()))
+}
+
+/// Whether `out` holds a run of `config` (false: no run yet); an error when it holds another.
+fn check_config(out: &Path, config: &RunConfig) -> anyhow::Result<bool> {
+    let path = out.join("config.toml");
+    if !path.exists() {
+        return Ok(false);
+    }
+    let previous =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    if previous != toml::to_string(config)? {
+        bail!(
+            "{} holds a run with another config ({}); choose another --out or delete the folder",
+            out.display(),
+            path.display()
+        );
+    }
+    Ok(true)
 }

@@ -8,6 +8,11 @@ pub trait Progress: pstat_prompt::Progress {
     fn stage(&mut self, name: &str);
     /// Something the user should read: a decision the run made, or a warning.
     fn note(&mut self, message: &str);
+    /// The planned unit, or (with fields left out) the group of units, that the work which
+    /// follows belongs to ([`crate::plan::UnitKey::covers`]).
+    fn unit(&mut self, _key: &crate::plan::UnitKey) {}
+    /// Where the whole run stands; sent whenever a unit starts or finishes.
+    fn run_status(&mut self, _status: &crate::tracker::RunStatus) {}
 }
 
 /// Reports nothing (tests, library use).

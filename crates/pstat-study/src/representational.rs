@@ -5,8 +5,9 @@
 use crate::io::{read_json, read_record, write_json, write_manifest, write_record};
 use crate::lock::WorkLock;
 use crate::model::LoadedModel;
+use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
-use crate::shard::UnitKey;
+
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::study::Study;
 use anyhow::{Context, bail};
@@ -50,7 +51,9 @@ impl Stage for Representational {
         ) = (cell, cell.dir("representational"));
         let cfg = &study.config.representational;
         let scope = study.scope;
-        let key = |probe: Probe, offset: i64| UnitKey::probe(&model.name, *domain, probe, offset);
+        let key = |probe: Probe, offset: i64| {
+            crate::shard::UnitKey::probe(&model.name, *domain, probe, offset)
+        };
         let planned: Vec<(Probe, i64)> = cfg
             .probes
             .iter()
@@ -81,14 +84,20 @@ impl Stage for Representational {
         let layers: Vec<usize> = layers.into_iter().collect();
         let mut activations: BTreeMap<usize, Activations> = BTreeMap::new();
         for (probe, offset, layer) in units {
-            let unit_dir = dir.join(probe.as_str()).join(format!("layer_{layer:02}"));
+            let unit_dir = unit_dir(&dir, probe, layer);
             let unit = match ProbeUnit::read(&unit_dir, progress)? {
                 Some(done) => done,
                 None if !scope.computes(&key(probe, offset))? => continue,
                 None => {
                     if activations.is_empty() {
+                        progress.unit(&UnitKey::new(&model.name, *domain, UnitKind::Activations));
                         activations = extract_layers(study, model, *domain, &layers, progress)?;
                     }
+                    progress.unit(&UnitKey {
+                        probe: Some(probe),
+                        layer_offset: Some(offset),
+                        ..UnitKey::new(&model.name, *domain, UnitKind::Probe)
+                    });
                     let unit = probe_unit(
                         study,
                         &model.name,
@@ -127,6 +136,13 @@ impl Stage for Representational {
         tables.layers.push(choice);
         Ok(())
     }
+}
+
+/// `<cell>/representational/<probe>/layer_<l>`: where one probe unit is stored.
+pub fn unit_dir(representational: &Path, probe: Probe, layer: usize) -> PathBuf {
+    representational
+        .join(probe.as_str())
+        .join(format!("layer_{layer:02}"))
 }
 
 /// One probe at one layer: its stability rows and the per-statement judgments of every
@@ -239,6 +255,11 @@ pub fn veracity_activations<'h>(
         None => veracity_layer(cell, progress)?.veracity_layer,
     };
     if handoff.activations.is_none() {
+        progress.unit(&UnitKey::new(
+            &cell.model.name,
+            cell.domain,
+            UnitKind::Activations,
+        ));
         let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
         handoff.activations = Some(acts.remove(&layer).expect("requested layer"));
     }
@@ -463,6 +484,11 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
             "the paper's layer for this model and domain (Table A3)",
         )
     } else {
+        progress.unit(&UnitKey::new(
+            &model.name,
+            *domain,
+            UnitKind::LayerSelection,
+        ));
         let n = study.config.representational.selection_statements;
         let train = study.stratified_train(*domain, n);
         select_layer(study, model, *domain, &train, progress)?
@@ -685,6 +711,12 @@ pub fn cached_activations(
             Err(err) => return Err(err.into()),
         }
     }
+    tracing::debug!(
+        "activations of {} {domain}: layers {layers:?}, {} in the cache at {}",
+        model.name,
+        layers.len() - missing.len(),
+        dir.display()
+    );
     if missing.is_empty() {
         return Ok(out);
     }

@@ -27,12 +27,18 @@ pub struct Cell<'a> {
 impl Cell<'_> {
     /// `<out>/<model>/<domain>/<stage>`: where a stage keeps its units.
     pub fn dir(&self, stage: &str) -> std::path::PathBuf {
-        self.study
-            .out
-            .join(&self.model.name)
-            .join(self.domain.as_str())
-            .join(stage)
+        stage_dir(&self.study.out, &self.model.name, self.domain, stage)
     }
+}
+
+/// `<out>/<model>/<domain>/<stage>`.
+pub fn stage_dir(
+    out: &std::path::Path,
+    model: &str,
+    domain: Domain,
+    stage: &str,
+) -> std::path::PathBuf {
+    out.join(model).join(domain.as_str()).join(stage)
 }
 
 /// What the stages of one cell hand each other.

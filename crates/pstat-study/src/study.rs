@@ -29,6 +29,16 @@ pub struct Study {
 impl Study {
     /// Load the data, and build or reuse the split of every domain of the config.
     pub fn open(config: RunConfig, out: &Path) -> anyhow::Result<Self> {
+        Self::load(config, out, true)
+    }
+
+    /// The study `open` would give, with nothing written: a split not yet saved in `out` is
+    /// built in memory (the plan of a dry run).
+    pub fn preview(config: RunConfig, out: &Path) -> anyhow::Result<Self> {
+        Self::load(config, out, false)
+    }
+
+    fn load(config: RunConfig, out: &Path, save: bool) -> anyhow::Result<Self> {
         let root = DataRoot::open(config.data.as_deref().map(Path::new))?;
         let conditions = config.conditions()?;
         let config_hash = config.hash();
@@ -45,6 +55,7 @@ impl Study {
                 {
                     split
                 }
+                _ if !save => exclusive_split(&data, config.split_config())?,
                 _ => {
                     let split = exclusive_split(&data, config.split_config())?;
                     crate::io::write_json(&path, &split)?;

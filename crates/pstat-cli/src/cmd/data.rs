@@ -41,6 +41,9 @@ pub enum DataCommand {
         /// Output folder: one `<domain>.json` per domain with the ids of each split.
         #[arg(long, default_value = "splits")]
         out: PathBuf,
+        /// Print JSON: [{"domain": .., "statements": .., "train": .., "calibration": .., "test": .., "path": ..}, ...].
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         data: DataArgs,
     },
@@ -64,6 +67,7 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
             seed,
             domains,
             out,
+            json,
             data,
         } => {
             let root = data.root()?;
@@ -72,6 +76,7 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
             } else {
                 domains
             };
+            let mut written = Vec::new();
             for domain in domains {
                 let dataset = load_domain(&root, domain)?;
                 let split = exclusive_split(
@@ -85,6 +90,17 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
                 pstat_data::artifact::write_json_atomic(&path, &split)
                     .with_context(|| format!("writing {}", path.display()))?;
                 let n = dataset.statements.len() as f64;
+                if json {
+                    written.push(serde_json::json!({
+                        "domain": domain,
+                        "statements": dataset.statements.len(),
+                        "train": split.train.len(),
+                        "calibration": split.calibration.len(),
+                        "test": split.test.len(),
+                        "path": path,
+                    }));
+                    continue;
+                }
                 outln!(
                     "{domain}: train {} ({:.1}%), calibration {} ({:.1}%), test {} ({:.1}%) -> {}",
                     split.train.len(),
@@ -95,6 +111,9 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
                     100.0 * split.test.len() as f64 / n,
                     path.display()
                 )?;
+            }
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&written)?)?;
             }
             Ok(())
         }

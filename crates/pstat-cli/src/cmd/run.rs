@@ -1,9 +1,11 @@
 //! `pstat run`: the whole study in one resumable command (see `pstat_study::execute`).
 
+use crate::output::outln;
 use crate::progress::{Bars, Lines, Verbosity};
 use clap::Args;
 use pstat_data::Domain;
-use pstat_study::{Progress, RunConfig, Scope, Shard};
+use pstat_study::{Plan, Progress, RunConfig, Scope, Shard, UnitKey};
+use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +38,13 @@ pub struct RunArgs {
     /// Only stage headings and notes on stderr (run.log keeps every line).
     #[arg(short, long)]
     quiet: bool,
+    /// Print the plan and the units still to compute (those --out does not hold yet) with
+    /// their estimated cost, then stop: no model is loaded and nothing is written.
+    #[arg(long)]
+    dry_run: bool,
+    /// With --dry-run: one JSON object on stdout instead of text.
+    #[arg(long, requires = "dry_run")]
+    json: bool,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -51,6 +60,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if !args.domains.is_empty() {
         config.domains = args.domains.clone();
+    }
+    if args.dry_run {
+        let plan = pstat_study::dry_run(config, &args.out)?;
+        return print_plan(&plan, &args.out, args.json);
     }
     let scope = args.shard.map_or(Scope::All, Scope::Shard);
     let mut progress = reporter(&args.out, args.quiet, args.verbose);
@@ -69,4 +82,57 @@ pub fn reporter(out: &Path, quiet: bool, verbose: bool) -> Box<dyn Progress> {
         };
         Box::new(Lines::stderr(out, verbosity))
     }
+}
+
+/// One unit of `--dry-run --json`: its key's fields, its stable id and its cost.
+#[derive(Serialize)]
+struct UnitJson<'a> {
+    id: String,
+    stage: &'static str,
+    #[serde(flatten)]
+    key: &'a UnitKey,
+    /// The probe unit's layer, when the veracity layer is already known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layer: Option<usize>,
+    items: usize,
+    estimate_s: Option<f64>,
+}
+
+/// The dry run's answer: the plan's lines, then one line per unit to compute (or JSON).
+fn print_plan(plan: &Plan, out: &Path, json: bool) -> anyhow::Result<()> {
+    let pending: Vec<UnitJson> = plan
+        .pending()
+        .map(|u| UnitJson {
+            id: u.key.to_string(),
+            stage: u.key.kind.stage(),
+            key: &u.key,
+            layer: u.layer,
+            items: u.work.items(),
+            estimate_s: u.estimate_s,
+        })
+        .collect();
+    if json {
+        let (estimate_s, unestimated) = plan.remaining();
+        let value = serde_json::json!({
+            "out": out,
+            "units_total": plan.units.len(),
+            "units_stored": plan.units.len() - pending.len(),
+            "estimate_s": estimate_s,
+            "units_without_estimate": unestimated,
+            "cost_sources": plan.cost_sources,
+            "units": pending,
+        });
+        outln!("{}", serde_json::to_string_pretty(&value)?)?;
+        return Ok(());
+    }
+    for line in plan.summary() {
+        outln!("{line}")?;
+    }
+    for unit in &pending {
+        let estimate = unit
+            .estimate_s
+            .map_or("?".to_string(), pstat_study::plan::duration);
+        outln!("{}\t{} items\t{estimate}", unit.id, unit.items)?;
+    }
+    Ok(())
 }

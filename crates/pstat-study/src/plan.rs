@@ -1,0 +1,645 @@
+//! The plan of a run: every unit of work its config asks for, in the order the run computes
+//! them, each with a stable [`UnitKey`], its size, its estimated cost ([`crate::costs`]) and
+//! whether the out folder already holds it. Built from the config, the data and the out
+//! folder only — no model is loaded — so `pstat run --dry-run` can print it and a run can
+//! count down against it ([`crate::tracker`]).
+
+use crate::behavioral::Behavioral;
+use crate::clustering::Clustering;
+use crate::config::Formats;
+use crate::costs::CostBook;
+use crate::familiarity::Familiarity;
+use crate::io::read_json;
+use crate::representational::Representational;
+use crate::stage::Stage;
+use crate::study::Study;
+use pstat_data::{Domain, Kind};
+use pstat_tables::{Baseline, DECISIONS_FILE, Decisions, LayerChoice, Probe, PromptFormat};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// What a unit computes; each kind belongs to one stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitKind {
+    /// Last-token states of the selection statements at every candidate layer.
+    LayerSelection,
+    /// All-token activations of the probed statements at the probed layers.
+    Activations,
+    /// One probe retrained under every Θ at one layer.
+    Probe,
+    /// The held-out True statements judged under one Θ's belief context (one draw).
+    Prompt,
+    /// Object-token probabilities of the familiarity sample.
+    ObjectTokens,
+    /// The clustering of one cell's retracted statements.
+    Clustering,
+}
+
+impl UnitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitKind::LayerSelection => "layer_selection",
+            UnitKind::Activations => "activations",
+            UnitKind::Probe => "probe",
+            UnitKind::Prompt => "prompt",
+            UnitKind::ObjectTokens => "object_tokens",
+            UnitKind::Clustering => "clustering",
+        }
+    }
+
+    /// The stage ([`crate::Stage::name`]) that computes it.
+    pub fn stage(self) -> &'static str {
+        match self {
+            UnitKind::LayerSelection | UnitKind::Activations | UnitKind::Probe => {
+                "representational"
+            }
+            UnitKind::Prompt => "behavioral",
+            UnitKind::ObjectTokens => "familiarity",
+            UnitKind::Clustering => "retraction clustering",
+        }
+    }
+}
+
+/// Identifies a unit of a run, the same in every run of a config. Fields that do not apply to
+/// the kind are `None`. A key whose set fields all agree with a unit's [`UnitKey::covers`] it:
+/// the behavioral stage announces a whole (format, baseline) study that way.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct UnitKey {
+    pub model: String,
+    pub domain: Domain,
+    pub kind: UnitKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+    /// Offset from the veracity layer (known before the layer is chosen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_offset: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<PromptFormat>,
+    /// Context size; `None` for the empty-context baseline, which every K shares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+    /// Θ: the condition's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// `main`, a resample number, or `shuffle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<String>,
+}
+
+impl UnitKey {
+    pub fn new(model: &str, domain: Domain, kind: UnitKind) -> Self {
+        UnitKey {
+            model: model.to_string(),
+            domain,
+            kind,
+            probe: None,
+            layer_offset: None,
+            format: None,
+            k: None,
+            baseline: None,
+            condition: None,
+            draw: None,
+        }
+    }
+
+    /// Whether every field set in `self` has the same value in `unit`.
+    pub fn covers(&self, unit: &UnitKey) -> bool {
+        fn agree<T: PartialEq>(pattern: &Option<T>, value: &Option<T>) -> bool {
+            pattern.is_none() || pattern == value
+        }
+        self.model == unit.model
+            && self.domain == unit.domain
+            && self.kind == unit.kind
+            && agree(&self.probe, &unit.probe)
+            && agree(&self.layer_offset, &unit.layer_offset)
+            && agree(&self.format, &unit.format)
+            && agree(&self.k, &unit.k)
+            && agree(&self.baseline, &unit.baseline)
+            && agree(&self.condition, &unit.condition)
+            && agree(&self.draw, &unit.draw)
+    }
+}
+
+/// `model/domain/kind[/probe][/l±n][/format][/kK][/baseline_B][/Θ][/draw]`: one line, stable.
+impl fmt::Display for UnitKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.model, self.domain, self.kind.as_str())?;
+        if let Some(p) = self.probe {
+            write!(f, "/{p}")?;
+        }
+        if let Some(o) = self.layer_offset {
+            write!(f, "/l{o:+}")?;
+        }
+        if let Some(p) = self.format {
+            write!(f, "/{p}")?;
+        }
+        if let Some(k) = self.k {
+            write!(f, "/k{k}")?;
+        }
+        if let Some(b) = self.baseline {
+            write!(f, "/baseline_{b}")?;
+        }
+        if let Some(c) = &self.condition {
+            write!(f, "/{c}")?;
+        }
+        if let Some(d) = &self.draw {
+            write!(f, "/{d}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How much work a unit is, in the measure its cost is estimated from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Work {
+    /// Statements fed through the model.
+    Statements(usize),
+    /// Held-out statements judged after a context of `k` statements.
+    Prompts { statements: usize, k: usize },
+    /// Probe fits (one per Θ) on `bags` training bags; `search`: sAwMIL's C is chosen by CV.
+    Fits {
+        fits: usize,
+        bags: usize,
+        search: bool,
+    },
+    /// One clustering grid.
+    Grid,
+}
+
+impl Work {
+    /// The items a unit's progress counts: statements, or Θs for a probe unit.
+    pub fn items(self) -> usize {
+        match self {
+            Work::Statements(n) | Work::Prompts { statements: n, .. } => n,
+            Work::Fits { fits, .. } => fits,
+            Work::Grid => 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedUnit {
+    pub key: UnitKey,
+    /// The probe unit's layer, when the veracity layer is known (fixed in the config or
+    /// already chosen in the out folder).
+    pub layer: Option<usize>,
+    pub work: Work,
+    /// Seconds expected on this machine ([`crate::costs`]).
+    pub estimate_s: Option<f64>,
+    /// Seconds the reference table predicts, before this machine's pace.
+    pub reference_s: Option<f64>,
+    /// The out folder already holds its result.
+    pub done: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub units: Vec<PlannedUnit>,
+    pub models: usize,
+    pub domains: usize,
+    /// Where the estimates come from, one phrase per model.
+    pub cost_sources: Vec<String>,
+}
+
+impl Plan {
+    /// Every unit `study`'s config asks for, in computing order.
+    pub fn build(study: &Study, costs: &CostBook) -> Plan {
+        let config = &study.config;
+        let mut units = Vec::new();
+        let mut cost_sources = Vec::new();
+        for name in &config.models {
+            let model = crate::model::display_name(name);
+            let chat = chat_template(name);
+            let reference = costs.for_model(name, &model);
+            cost_sources.push(format!("{model}: {}", reference.source()));
+            for &domain in &config.domains {
+                let cell = CellPlan {
+                    study,
+                    model: &model,
+                    domain,
+                    dir: study.out.join(&model).join(domain.as_str()),
+                };
+                if Representational.enabled(config) {
+                    cell.representational(&mut units);
+                }
+                if Behavioral.enabled(config) {
+                    cell.behavioral(chat, &mut units);
+                }
+                if Familiarity.enabled(config) {
+                    cell.familiarity(&mut units);
+                }
+                if Clustering.enabled(config) {
+                    cell.clustering(&mut units);
+                }
+            }
+            for unit in units.iter_mut().filter(|u| u.key.model == model) {
+                unit.estimate_s = reference.seconds(&unit.key, unit.work);
+                unit.reference_s = reference.reference_seconds(&unit.key, unit.work);
+            }
+        }
+        for unit in &units {
+            if unit.done {
+                tracing::debug!("plan: {} is stored in {}", unit.key, study.out.display());
+            }
+        }
+        Plan {
+            units,
+            models: config.models.len(),
+            domains: config.domains.len(),
+            cost_sources,
+        }
+    }
+
+    pub fn pending(&self) -> impl Iterator<Item = &PlannedUnit> {
+        self.units.iter().filter(|u| !u.done)
+    }
+
+    /// Estimated seconds of the units still to compute, and how many of them have none.
+    pub fn remaining(&self) -> (f64, usize) {
+        let mut seconds = 0.0;
+        let mut unknown = 0;
+        for unit in self.pending() {
+            match unit.estimate_s {
+                Some(s) => seconds += s,
+                None => unknown += 1,
+            }
+        }
+        (seconds, unknown)
+    }
+
+    /// The lines a run prints before it starts: units per stage, and the estimated time.
+    pub fn summary(&self) -> Vec<String> {
+        let mut per_stage: Vec<(&str, usize, usize)> = Vec::new();
+        for unit in &self.units {
+            let stage = unit.key.kind.stage();
+            let i = match per_stage.iter().position(|(s, _, _)| *s == stage) {
+                Some(i) => i,
+                None => {
+                    per_stage.push((stage, 0, 0));
+                    per_stage.len() - 1
+                }
+            };
+            per_stage[i].1 += 1;
+            per_stage[i].2 += usize::from(unit.done);
+        }
+        let stages: Vec<String> = per_stage
+            .iter()
+            .map(|(stage, n, done)| match done {
+                0 => format!("{stage} {n}"),
+                _ => format!("{stage} {n} ({done} stored)"),
+            })
+            .collect();
+        let pending = self.pending().count();
+        let (seconds, unknown) = self.remaining();
+        let estimate = match (pending, unknown) {
+            (0, _) => "nothing to compute".to_string(),
+            (_, 0) => format!("about {} to compute", duration(seconds)),
+            (_, u) if u == pending => format!("no estimate for the {u} units to compute"),
+            (_, u) => format!(
+                "about {} to compute, plus {u} units without an estimate",
+                duration(seconds)
+            ),
+        };
+        vec![
+            format!(
+                "plan: {} model(s) × {} domain(s), {} units ({pending} to compute): {}",
+                self.models,
+                self.domains,
+                self.units.len(),
+                stages.join(", ")
+            ),
+            format!("estimate: {estimate} ({})", self.cost_sources.join("; ")),
+        ]
+    }
+}
+
+/// `1h02m`, `12m03s` or `45s`: to the minute above an hour (an estimate is no finer).
+pub fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
+/// Whether the model has a chat template, read from the registry or the file's header (no
+/// weights); `None` when it cannot be told without pulling the model.
+fn chat_template(name: &str) -> Option<bool> {
+    use pstat_lm::registry::{ModelKind, ModelSource, describe, find};
+    let kind = match find(name) {
+        Some(spec) => spec.kind,
+        None => {
+            let source = ModelSource::resolve(name).ok()?;
+            describe(name, &source).ok()?.kind
+        }
+    };
+    Some(kind == ModelKind::Chat)
+}
+
+/// One (model, domain) of the plan.
+struct CellPlan<'a> {
+    study: &'a Study,
+    model: &'a str,
+    domain: Domain,
+    /// `<out>/<model>/<domain>`.
+    dir: PathBuf,
+}
+
+impl CellPlan<'_> {
+    fn key(&self, kind: UnitKind) -> UnitKey {
+        UnitKey::new(self.model, self.domain, kind)
+    }
+
+    fn unit(&self, key: UnitKey, work: Work, done: bool) -> PlannedUnit {
+        PlannedUnit {
+            key,
+            layer: None,
+            work,
+            estimate_s: None,
+            reference_s: None,
+            done,
+        }
+    }
+
+    fn representational(&self, units: &mut Vec<PlannedUnit>) {
+        let study = self.study;
+        let cfg = &study.config.representational;
+        let dir = crate::stage::stage_dir(
+            &self.study.out,
+            self.model,
+            self.domain,
+            Representational.name(),
+        );
+        let chosen = read_json::<LayerChoice>(&dir.join("layers.json"), &mut crate::Silent)
+            .ok()
+            .flatten()
+            .map(|c| c.veracity_layer);
+        if cfg.veracity_layer.is_none() {
+            let n = cfg.selection_statements;
+            let statements = study.stratified_train(self.domain, n).len()
+                + study.selection_calibration(self.domain).len();
+            units.push(self.unit(
+                self.key(UnitKind::LayerSelection),
+                Work::Statements(statements),
+                chosen.is_some(),
+            ));
+        }
+        let veracity = cfg.veracity_layer.or(chosen);
+        let bags = study.train_ids(self.domain).len();
+        let conditions = study.conditions.conditions.len();
+        let mut probes = Vec::new();
+        for &probe in &cfg.probes {
+            for &offset in cfg.offsets(probe) {
+                let layer = veracity
+                    .and_then(|v| usize::try_from(v as i64 + offset).ok())
+                    .filter(|l| *l >= 1);
+                let done = layer.is_some_and(|l| {
+                    crate::representational::unit_dir(&dir, probe, l)
+                        .join("unit.json")
+                        .exists()
+                });
+                let work = Work::Fits {
+                    fits: conditions,
+                    bags,
+                    search: probe == Probe::Sawmil && cfg.sawmil_c.is_none(),
+                };
+                let key = UnitKey {
+                    probe: Some(probe),
+                    layer_offset: Some(offset),
+                    ..self.key(UnitKind::Probe)
+                };
+                probes.push(PlannedUnit {
+                    layer,
+                    ..self.unit(key, work, done)
+                });
+            }
+        }
+        // Extraction is needed only while some probe unit is missing.
+        let statements = bags + study.held_out_true(self.domain).len();
+        units.push(self.unit(
+            self.key(UnitKind::Activations),
+            Work::Statements(statements),
+            probes.iter().all(|p| p.done),
+        ));
+        units.extend(probes);
+    }
+
+    fn behavioral(&self, chat: Option<bool>, units: &mut Vec<PlannedUnit>) {
+        let study = self.study;
+        let cfg = &study.config.behavioral;
+        let statements = study.held_out_true(self.domain).len();
+        let decided = read_json::<Decisions>(&study.out.join(DECISIONS_FILE), &mut crate::Silent)
+            .ok()
+            .flatten()
+            .and_then(|d| {
+                d.formats
+                    .into_iter()
+                    .find(|f| f.model == self.model && f.domain == self.domain.as_str())
+            })
+            .map(|f| f.formats);
+        // The studies the stage runs, in its order: (format, K, baseline, baseline only).
+        let mut studies: Vec<(PromptFormat, usize, Baseline, bool)> = Vec::new();
+        let max_k = cfg.k.iter().copied().max().unwrap_or(0);
+        let formats = match (&cfg.formats, chat) {
+            (Formats::Listed(listed), _) => {
+                let usable: Vec<PromptFormat> = listed
+                    .iter()
+                    .copied()
+                    .filter(|f| *f == PromptFormat::Plain || chat != Some(false))
+                    .collect();
+                if usable.is_empty() {
+                    vec![PromptFormat::Plain]
+                } else {
+                    usable
+                }
+            }
+            (Formats::Auto, Some(false)) => vec![PromptFormat::Plain],
+            // A chat model's chat-format baseline decides; until it has, the plan assumes
+            // chat (the paper's format for chat models).
+            (Formats::Auto, _) => {
+                studies.push((PromptFormat::Chat, max_k, Baseline::Empty, true));
+                decided.unwrap_or_else(|| vec![PromptFormat::Chat])
+            }
+        };
+        for &format in &formats {
+            for &k in &cfg.k {
+                for &baseline in &cfg.baselines {
+                    studies.push((format, k, baseline, false));
+                }
+            }
+        }
+        let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
+        for (format, k, baseline, baseline_only) in studies {
+            let spec =
+                crate::behavioral::study_spec(study, self.model, self.domain, format, k, baseline);
+            let Ok(spec_units) = spec.units(&study.conditions) else {
+                continue;
+            };
+            for (condition, draw) in spec_units {
+                if baseline_only && !condition.is_baseline() {
+                    continue;
+                }
+                let files = spec.unit_files(condition, draw);
+                // The empty-context baseline is one unit for every K (and for the chat check).
+                if !seen.insert(files.meta.clone()) {
+                    continue;
+                }
+                let key = UnitKey {
+                    format: Some(format),
+                    k: spec.unit_k(condition),
+                    baseline: Some(baseline),
+                    condition: Some(condition.name.clone()),
+                    draw: Some(draw.name()),
+                    ..self.key(UnitKind::Prompt)
+                };
+                let work = Work::Prompts {
+                    statements,
+                    k: key.k.unwrap_or(0),
+                };
+                units.push(self.unit(key, work, files.meta.exists()));
+            }
+        }
+    }
+
+    fn familiarity(&self, units: &mut Vec<PlannedUnit>) {
+        let data = self.study.data(self.domain);
+        let n = self.study.config.familiarity.statements_per_kind;
+        let statements = [
+            Kind::True,
+            Kind::False,
+            Kind::FictionalT,
+            Kind::FictionalF,
+            Kind::SyntheticTf,
+            Kind::SyntheticFi,
+        ]
+        .iter()
+        .map(|k| data.of_kind(*k).count().min(n))
+        .sum();
+        units.push(self.unit(
+            self.key(UnitKind::ObjectTokens),
+            Work::Statements(statements),
+            self.dir.join("familiarity.json").exists(),
+        ));
+    }
+
+    fn clustering(&self, units: &mut Vec<PlannedUnit>) {
+        let dir = crate::clustering::cell_dir(&self.study.out, self.model, self.domain);
+        let done = ["result.json", "skipped.json"]
+            .iter()
+            .any(|f| dir.join(f).exists());
+        units.push(self.unit(self.key(UnitKind::Clustering), Work::Grid, done));
+    }
+}
+
+/// The plan of `config` for the out folder `out`, read without writing anything.
+pub fn preview(config: crate::RunConfig, out: &Path) -> anyhow::Result<Plan> {
+    let study = Study::preview(config, out)?;
+    Ok(Plan::build(&study, &CostBook::load()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(kind: UnitKind) -> UnitKey {
+        UnitKey::new("m", Domain::CityLocations, kind)
+    }
+
+    #[test]
+    fn keys_print_stably_and_cover_their_groups() {
+        let unit = UnitKey {
+            format: Some(PromptFormat::Plain),
+            k: Some(20),
+            baseline: Some(Baseline::Empty),
+            condition: Some("synthetic_tf".into()),
+            draw: Some("main".into()),
+            ..key(UnitKind::Prompt)
+        };
+        assert_eq!(
+            unit.to_string(),
+            "m/city_locations/prompt/plain/k20/baseline_empty/synthetic_tf/main"
+        );
+        let probe = UnitKey {
+            probe: Some(Probe::Sawmil),
+            layer_offset: Some(-2),
+            ..key(UnitKind::Probe)
+        };
+        assert_eq!(probe.to_string(), "m/city_locations/probe/sawmil/l-2");
+        let group = UnitKey {
+            format: Some(PromptFormat::Plain),
+            baseline: Some(Baseline::Empty),
+            ..key(UnitKind::Prompt)
+        };
+        assert!(group.covers(&unit) && unit.covers(&unit) && !unit.covers(&group));
+        let chat = UnitKey {
+            format: Some(PromptFormat::Chat),
+            ..group.clone()
+        };
+        assert!(!chat.covers(&unit) && !group.covers(&probe));
+        let json = serde_json::to_string(&probe).unwrap();
+        assert_eq!(
+            json,
+            r#"{"model":"m","domain":"city_locations","kind":"probe","probe":"sawmil","layer_offset":-2}"#
+        );
+        assert_eq!(serde_json::from_str::<UnitKey>(&json).unwrap(), probe);
+    }
+
+    fn planned(kind: UnitKind, estimate_s: Option<f64>, done: bool) -> PlannedUnit {
+        PlannedUnit {
+            key: key(kind),
+            layer: None,
+            work: Work::Statements(10),
+            estimate_s,
+            reference_s: estimate_s,
+            done,
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_units_per_stage_and_totals_the_estimate() {
+        let mut plan = Plan {
+            units: vec![
+                planned(UnitKind::LayerSelection, Some(30.0), true),
+                planned(UnitKind::Probe, Some(90.0), false),
+                planned(UnitKind::Prompt, Some(3600.0), false),
+            ],
+            models: 1,
+            domains: 1,
+            cost_sources: vec!["m: reference".into()],
+        };
+        assert_eq!(
+            plan.summary(),
+            [
+                "plan: 1 model(s) × 1 domain(s), 3 units (2 to compute): representational 2 (1 stored), behavioral 1",
+                "estimate: about 1h01m to compute (m: reference)",
+            ]
+        );
+        plan.units[2].estimate_s = None;
+        assert_eq!(
+            plan.summary()[1],
+            "estimate: about 1m30s to compute, plus 1 units without an estimate (m: reference)"
+        );
+        for unit in &mut plan.units {
+            unit.done = true;
+        }
+        assert_eq!(
+            plan.summary()[1],
+            "estimate: nothing to compute (m: reference)"
+        );
+    }
+
+    #[test]
+    fn durations_round_to_what_an_estimate_can_say() {
+        assert_eq!(duration(44.6), "45s");
+        assert_eq!(duration(723.0), "12m03s");
+        assert_eq!(duration(3723.0), "1h02m");
+        assert_eq!(duration(-5.0), "0s");
+    }
+}
