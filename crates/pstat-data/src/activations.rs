@@ -12,6 +12,7 @@
 //! everything after the header, checked on every read: a cache file garbled on disk must never
 //! feed a probe) and any provenance the writer adds (model sha256, layer, template, data hash).
 
+use crate::error::Malformed;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -196,14 +197,18 @@ impl Activations {
             path: path.display().to_string(),
             source,
         })?;
-        Self::from_bytes(&bytes).map_err(|reason| ActivationsError::Corrupt {
+        Self::from_bytes(&bytes).map_err(|Malformed(reason)| ActivationsError::Corrupt {
             path: path.display().to_string(),
             reason,
         })
     }
 
     /// Parses a file written by [`Self::to_bytes`], checking its content hash.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, Malformed> {
+        Self::parse(bytes).map_err(Malformed)
+    }
+
+    fn parse(bytes: &[u8]) -> Result<Self, String> {
         let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
         let tensors = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
         let mut metadata: BTreeMap<String, String> = header

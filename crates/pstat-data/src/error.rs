@@ -33,6 +33,17 @@ pub enum DataError {
     Invalid(String),
 }
 
+/// Bytes that do not form the file they claim to be (truncated, foreign, or failing their
+/// content hash); the message says what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+/// A name outside a closed set (a domain, kind or relation); the message lists the valid ones.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnknownName(pub String);
+
 impl DataError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         DataError::Io {

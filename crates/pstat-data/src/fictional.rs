@@ -4,7 +4,7 @@
 //! true negated and a false affirmative one. So Fictional (T)/(F) and affirmative/negated are
 //! both 50/50, like the upstream True/False data.
 
-use crate::error::DataError;
+use crate::error::{DataError, UnknownName};
 use crate::lexicon::KnownEntities;
 use crate::load::{DataRoot, FileRole, domain_files};
 use crate::pairing::{Candidate, Row, Subject, Truth, four_rows};
@@ -113,12 +113,14 @@ pub fn parse_curated(
             Ok(value.to_string())
         };
         let relation = match c_relation {
-            Some(c) => cell(c)?.parse().map_err(|message| DataError::Field {
-                path: path.into(),
-                line,
-                field: "relation".into(),
-                message,
-            })?,
+            Some(c) => cell(c)?
+                .parse()
+                .map_err(|UnknownName(message)| DataError::Field {
+                    path: path.into(),
+                    line,
+                    field: "relation".into(),
+                    message,
+                })?,
             None => Relation::of_domain(domain)[0],
         };
         pairs.push(CuratedPair {

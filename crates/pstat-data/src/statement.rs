@@ -1,3 +1,4 @@
+use crate::error::UnknownName;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -44,17 +45,17 @@ impl fmt::Display for Domain {
 }
 
 impl FromStr for Domain {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
             "city_locations" | "city" | "cities" => Ok(Domain::CityLocations),
             "med_indications" | "med" | "medical" | "medical_indications" => {
                 Ok(Domain::MedIndications)
             }
             "word_definitions" | "word" | "words" => Ok(Domain::WordDefinitions),
-            other => Err(format!(
+            other => Err(UnknownName(format!(
                 "unknown domain `{other}` (expected city_locations, med_indications or word_definitions)"
-            )),
+            ))),
         }
     }
 }
@@ -137,8 +138,8 @@ impl fmt::Display for Kind {
 }
 
 impl FromStr for Kind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         let norm: String = s
             .trim()
             .to_ascii_lowercase()
@@ -149,10 +150,10 @@ impl FromStr for Kind {
             .into_iter()
             .find(|k| k.as_str() == norm || k.as_str().replace('_', "") == norm)
             .ok_or_else(|| {
-                format!(
+                UnknownName(format!(
                     "unknown statement kind `{s}` (expected one of: {})",
                     Kind::ALL.map(|k| k.as_str()).join(", ")
-                )
+                ))
             })
     }
 }

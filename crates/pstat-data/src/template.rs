@@ -9,6 +9,7 @@
 //! own rules, tested to reproduce all 8,500 bundled word statements and inflect's verdicts
 //! over a committed dictionary fixture.
 
+use crate::error::UnknownName;
 use crate::statement::Domain;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -85,17 +86,17 @@ impl fmt::Display for Relation {
 }
 
 impl FromStr for Relation {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         let norm = s.trim().to_ascii_lowercase();
         Relation::ALL
             .into_iter()
             .find(|r| r.as_str() == norm)
             .ok_or_else(|| {
-                format!(
+                UnknownName(format!(
                     "unknown relation `{s}` (expected one of: {})",
                     Relation::ALL.map(|r| r.as_str()).join(", ")
-                )
+                ))
             })
     }
 }

@@ -60,21 +60,26 @@ impl MemoryEstimate {
         self.weights + self.kv_cache + self.activations
     }
 
-    /// `Err(message)` when the estimate exceeds `available` bytes.
-    pub fn check(&self, available: u64) -> Result<(), String> {
+    /// An error naming the parts when the estimate exceeds `available` bytes.
+    pub fn check(&self, available: u64) -> Result<(), OutOfMemory> {
         if self.total() <= available {
             return Ok(());
         }
-        Err(format!(
+        Err(OutOfMemory(format!(
             "needs about {} (weights {} + KV cache {} + activations {}) but only {} of memory is available (MemAvailable in /proc/meminfo)",
             gib(self.total()),
             gib(self.weights),
             gib(self.kv_cache),
             gib(self.activations),
             gib(available)
-        ))
+        )))
     }
 }
+
+/// A model that would not fit in the memory available; the message gives the estimate's parts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OutOfMemory(pub String);
 
 fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
@@ -113,7 +118,7 @@ mod tests {
             activations: 1 << 28,
         };
         assert!(estimate.check(6 << 30).is_ok());
-        let err = estimate.check(4 << 30).unwrap_err();
+        let err = estimate.check(4 << 30).unwrap_err().0;
         assert_eq!(
             err,
             "needs about 5.75 GiB (weights 5.00 GiB + KV cache 0.50 GiB + activations 0.25 GiB) but only 4.00 GiB of memory is available (MemAvailable in /proc/meminfo)"

@@ -98,7 +98,7 @@ impl LanguageModel {
         if let Some(available) = memory::available() {
             MemoryEstimate::of(&file, &config)
                 .check(available)
-                .map_err(|detail| LmError::TooLarge {
+                .map_err(|memory::OutOfMemory(detail)| LmError::TooLarge {
                     path: path.to_path_buf(),
                     detail,
                 })?;

@@ -10,6 +10,7 @@
 use crate::bags::{Bags, TrainingSet};
 use crate::sawmil::KNOWN_POSITIVES;
 use pstat_data::activations::f16_bits_to_f32;
+use pstat_data::error::Malformed;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::path::Path;
 
@@ -27,10 +28,14 @@ impl MilFile {
             message,
         };
         let bytes = std::fs::read(path).map_err(|e| file_error(e.to_string()))?;
-        Self::from_bytes(&bytes).map_err(file_error)
+        Self::from_bytes(&bytes).map_err(|Malformed(message)| file_error(message))
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, Malformed> {
+        Self::parse(bytes).map_err(Malformed)
+    }
+
+    fn parse(bytes: &[u8]) -> Result<Self, String> {
         let st = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
         let x = st.tensor("X").map_err(|e| format!("tensor `X`: {e}"))?;
         let &[instances, d] = x.shape() else {
@@ -207,6 +212,7 @@ mod tests {
         assert!(
             MilFile::from_bytes(&bad.to_bytes())
                 .unwrap_err()
+                .0
                 .contains("y[1] = 0")
         );
         let bad = MilFile {
@@ -216,6 +222,7 @@ mod tests {
         assert!(
             MilFile::from_bytes(&bad.to_bytes())
                 .unwrap_err()
+                .0
                 .contains("tensor `intra` must be U8 [3]")
         );
         let no_labels = MilFile {

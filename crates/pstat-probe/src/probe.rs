@@ -15,6 +15,7 @@
 use crate::bags::{Bags, TrainingSet};
 use crate::error::{ProbeError, Result};
 use crate::standardize::Standardizer;
+use pstat_data::error::Malformed;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::HashMap;
 use std::path::Path;
@@ -116,7 +117,11 @@ impl TrainedProbe {
         safetensors::serialize(views, Some(meta)).expect("in-memory safetensors serialization")
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> std::result::Result<Self, String> {
+    pub fn from_bytes(bytes: &[u8]) -> std::result::Result<Self, Malformed> {
+        Self::parse(bytes).map_err(Malformed)
+    }
+
+    fn parse(bytes: &[u8]) -> std::result::Result<Self, String> {
         let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
         let meta = header.metadata().clone().unwrap_or_default();
         let tensors = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
@@ -193,7 +198,7 @@ impl TrainedProbe {
             message,
         };
         let bytes = std::fs::read(path).map_err(|e| file_error(e.to_string()))?;
-        Self::from_bytes(&bytes).map_err(file_error)
+        Self::from_bytes(&bytes).map_err(|Malformed(message)| file_error(message))
     }
 }
 

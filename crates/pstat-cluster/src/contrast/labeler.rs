@@ -46,7 +46,16 @@ fn json_span(text: &str) -> Option<&str> {
 /// Parses and validates an answer. Every key must be present with a non-empty string; `caveats`
 /// may also be a list of strings (joined with "; ") or an empty list/string (no caveats). Extra
 /// keys are ignored.
-pub fn parse_label_answer(text: &str) -> Result<ClusterLabel, String> {
+pub fn parse_label_answer(text: &str) -> Result<ClusterLabel, InvalidAnswer> {
+    parse_answer(text).map_err(InvalidAnswer)
+}
+
+/// A labeler's answer that is not the JSON object asked for; the message says what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidAnswer(pub String);
+
+fn parse_answer(text: &str) -> Result<ClusterLabel, String> {
     let span = json_span(text).ok_or("no JSON object in the answer")?;
     let value: serde_json::Value =
         serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
@@ -189,7 +198,7 @@ impl Labeler {
                         attempts: attempt,
                     });
                 }
-                Err(problem) => last = problem,
+                Err(InvalidAnswer(problem)) => last = problem,
             }
         }
         Err(LabelerError::Invalid {
@@ -244,36 +253,37 @@ mod tests {
     #[test]
     fn rejects_invalid_answers_with_reasons() {
         assert_eq!(
-            parse_label_answer("I cannot help").unwrap_err(),
+            parse_label_answer("I cannot help").unwrap_err().0,
             "no JSON object in the answer"
         );
         assert!(
             parse_label_answer("{not json}")
                 .unwrap_err()
+                .0
                 .starts_with("invalid JSON")
         );
         assert_eq!(
-            parse_label_answer("[1, 2]").unwrap_err(),
+            parse_label_answer("[1, 2]").unwrap_err().0,
             "no JSON object in the answer"
         );
         let missing = VALID.replace(r#""caveats": "Small cluster""#, r#""notes": "x""#);
         assert_eq!(
-            parse_label_answer(&missing).unwrap_err(),
+            parse_label_answer(&missing).unwrap_err().0,
             "missing key `caveats`"
         );
         let empty_label = VALID.replace("Ambiguous city names", "  ");
         assert_eq!(
-            parse_label_answer(&empty_label).unwrap_err(),
+            parse_label_answer(&empty_label).unwrap_err().0,
             "empty `cluster_label`"
         );
         let number = VALID.replace(r#""Referent ambiguity""#, "3");
         assert_eq!(
-            parse_label_answer(&number).unwrap_err(),
+            parse_label_answer(&number).unwrap_err().0,
             "`retraction_hypothesis` is not a string: 3"
         );
         let bad_list = VALID.replace(r#""Small cluster""#, "[1]");
         assert_eq!(
-            parse_label_answer(&bad_list).unwrap_err(),
+            parse_label_answer(&bad_list).unwrap_err().0,
             "`caveats` list holds a non-string"
         );
     }

@@ -123,7 +123,7 @@ impl<'a> Loader<'a> {
                     "tensor type {dtype:?} is not supported for weight matrices"
                 ))
             })?;
-        Matrix::from_stored(rows, cols, stored).map_err(error)
+        Matrix::from_stored(rows, cols, stored).map_err(|e| error(e.0))
     }
 
     pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {

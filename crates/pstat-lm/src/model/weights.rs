@@ -13,6 +13,7 @@ use candle_core::quantized::k_quants::{
     BlockQ8_0, GgmlType,
 };
 use half::{bf16, f16};
+use pstat_data::error::Malformed;
 use std::io::Read;
 use std::sync::Arc;
 
@@ -164,7 +165,11 @@ impl Matrix {
     }
 
     /// A matrix of stored elements; the error says why they cannot form `rows × cols`.
-    pub fn from_stored(rows: usize, cols: usize, data: Stored) -> Result<Self, String> {
+    pub fn from_stored(rows: usize, cols: usize, data: Stored) -> Result<Self, Malformed> {
+        Self::checked(rows, cols, data).map_err(Malformed)
+    }
+
+    fn checked(rows: usize, cols: usize, data: Stored) -> Result<Self, String> {
         let block = data.block_size();
         if !cols.is_multiple_of(block) {
             return Err(format!(
@@ -471,9 +476,9 @@ mod tests {
     #[test]
     fn malformed_matrices_are_refused() {
         let q8 = Stored::Q8_0(vec![BlockQ8_0::zeros(); 4]);
-        let err = Matrix::from_stored(2, 48, q8.clone()).unwrap_err();
+        let err = Matrix::from_stored(2, 48, q8.clone()).unwrap_err().0;
         assert!(err.contains("not whole Q8_0 blocks"), "{err}");
-        let err = Matrix::from_stored(3, 32, q8).unwrap_err();
+        let err = Matrix::from_stored(3, 32, q8).unwrap_err().0;
         assert!(err.contains("128 elements, expected 3 × 32"), "{err}");
     }
 }
