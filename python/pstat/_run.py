@@ -46,12 +46,16 @@ def _read_table(path: Path, pandas) -> Any:
 
 
 def read_run(path: Union[str, Path], pandas: Optional[bool] = None) -> Dict[str, Any]:
-    """The tables of a ``pstat run`` output folder, by name.
+    """The tables of a ``pstat run`` output folder, by name, and the probes it saved.
 
     Every ``*.csv`` at the top of the folder is returned under its stem: ``stability``,
     ``familiarity``, ``distances``, ``answers``, ``clusters``, ... (docs/outputs.md lists them and
     their columns). Each table is a pandas DataFrame when pandas is installed, otherwise a dict
     of column name -> list of values (ints, floats or strings; None for empty cells).
+
+    Where the run trained probes, ``probes`` maps ``<model>/<domain>/<probe>/layer_<l>/<condition>``
+    to the probe (:class:`SAwMIL` or :class:`MassMean`) retrained under that condition, loaded
+    from its ``.probe.safetensors`` file.
 
     ``pandas=False`` forces the dicts; ``pandas=True`` requires pandas.
 
@@ -68,4 +72,23 @@ def read_run(path: Union[str, Path], pandas: Optional[bool] = None) -> Dict[str,
         raise ValueError(
             f"{folder}: no tables (*.csv) at the top; is it the --out folder of `pstat run`?"
         )
+    probes = _probes(folder)
+    if probes:
+        tables["probes"] = probes
     return tables
+
+
+_PROBE_SUFFIX = ".probe.safetensors"
+
+
+def _probes(folder: Path) -> Dict[str, Any]:
+    """Every probe the run saved, keyed by model/domain/probe/layer/condition."""
+    from ._pstat import MassMean, SAwMIL
+
+    probes = {}
+    for path in sorted(folder.glob(f"*/*/representational/*/layer_*/*{_PROBE_SUFFIX}")):
+        model, domain, _, probe, layer = path.relative_to(folder).parts[:5]
+        condition = path.name[: -len(_PROBE_SUFFIX)]
+        kind = SAwMIL if probe == "sawmil" else MassMean
+        probes[f"{model}/{domain}/{probe}/{layer}/{condition}"] = kind.load(path)
+    return probes

@@ -56,3 +56,24 @@ def test_not_a_run_folder(tmp_path):
     (tmp_path / "stability.csv").write_text("a,b\n1,2\n3\n")
     with pytest.raises(ValueError, match="stability.csv:3: 1 fields, the header has 2"):
         pstat.read_run(tmp_path, pandas=False)
+
+
+def test_saved_probes_are_loaded(run, tmp_path):
+    from conftest import synthetic_bags
+
+    x, offsets, y = synthetic_bags(1)
+    unit = run / "m" / "city_locations" / "representational"
+    saved = {}
+    for probe, cls in (("sawmil", pstat.SAwMIL), ("mass_mean", pstat.MassMean)):
+        folder = unit / probe / "layer_15"
+        folder.mkdir(parents=True)
+        model = cls(C=0.1, search=False) if probe == "sawmil" else cls()
+        model.fit(x, offsets, y)
+        model.save(folder / "synthetic_tf.probe.safetensors")
+        saved[f"m/city_locations/{probe}/layer_15/synthetic_tf"] = model
+    tables = pstat.read_run(run, pandas=False)
+    assert sorted(tables["probes"]) == sorted(saved)
+    for key, model in saved.items():
+        again = tables["probes"][key]
+        assert type(again) is type(model)
+        assert (again.decision_function(x, offsets) == model.decision_function(x, offsets)).all()

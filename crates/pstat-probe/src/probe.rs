@@ -114,7 +114,10 @@ impl TrainedProbe {
         if let Some(eta) = self.eta {
             meta.insert("eta".into(), eta.to_string());
         }
-        safetensors::serialize(views, Some(meta)).expect("in-memory safetensors serialization")
+        let mut bytes =
+            safetensors::serialize(views, Some(meta)).expect("in-memory safetensors serialization");
+        sort_header(&mut bytes);
+        bytes
     }
 
     pub fn from_bytes(bytes: &[u8]) -> std::result::Result<Self, Malformed> {
@@ -200,6 +203,21 @@ impl TrainedProbe {
         let bytes = std::fs::read(path).map_err(|e| file_error(e.to_string()))?;
         Self::from_bytes(&bytes).map_err(|Malformed(message)| file_error(message))
     }
+}
+
+/// Rewrites a safetensors header in place with its keys sorted (serde_json's map is ordered):
+/// the writer lays the metadata out in hash order, and a saved probe must have the same bytes
+/// in every run. The keys and values are the same, so the header keeps its length.
+fn sort_header(bytes: &mut [u8]) {
+    let len = u64::from_le_bytes(bytes[..8].try_into().expect("8-byte length")) as usize;
+    let header = &bytes[8..8 + len];
+    let text = std::str::from_utf8(header).expect("the writer's header is UTF-8");
+    let value: serde_json::Value =
+        serde_json::from_str(text.trim_end()).expect("the writer's header is JSON");
+    let sorted = serde_json::to_vec(&value).expect("a JSON value serializes");
+    assert!(sorted.len() <= len, "a sorted header is no longer");
+    bytes[8..8 + sorted.len()].copy_from_slice(&sorted);
+    bytes[8 + sorted.len()..8 + len].fill(b' ');
 }
 
 #[cfg(test)]

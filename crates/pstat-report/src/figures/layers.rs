@@ -50,8 +50,8 @@ pub fn layer_curve(layers: &[LayerChoice]) -> Option<FigureSpec> {
         id: "figA0_layers".into(),
         title: "Fig. A0 — Veracity-layer selection".into(),
         caption: "Average precision (True against Not True) on the calibration split of a baseline sAwMIL probe \
-                  fit at each candidate layer; the veracity layer is the centre of the five-layer window with the best \
-                  mean (Table \"Veracity layers\"). Models whose layer is the paper's (Table A3) or fixed in the config \
+                  fit at each candidate layer; the veracity layer is the lowest layer whose five-layer window has a mean within \
+                  0.01 of the best (Table \"Veracity layers\"). Models whose layer is the paper's (Table A3) or fixed in the config \
                   have no curve."
             .into(),
         figure: Figure {
