@@ -82,7 +82,7 @@ fn report_renders_in_headless_chromium_without_errors() {
     // Every figure rendered as an inline SVG with its drawing; no <img> to break.
     let html = std::fs::read_to_string(&page).unwrap();
     let expected = html.matches("<svg").count();
-    assert_eq!(expected, 9);
+    assert_eq!(expected, 10);
     assert_eq!(
         dom.matches("<svg").count(),
         expected,
