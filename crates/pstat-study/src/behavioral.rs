@@ -5,11 +5,11 @@
 
 use crate::config::{Formats, RunConfig};
 use crate::lock::WorkLock;
-use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
 use crate::shard::possible_units;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::study::Study;
+use crate::unit::{UnitKey, UnitKind};
 use pstat_data::{ConditionSet, Domain, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerScorer;
@@ -91,7 +91,7 @@ fn run(
         let keys = possible_units(&study.config, &study.conditions, &model.name, domain)?;
         if !keys
             .iter()
-            .any(|k| k.stage == "behavioral" && scope.covers(k))
+            .any(|k| k.kind == UnitKind::Prompt && scope.covers(k))
         {
             return Ok(());
         }
@@ -132,11 +132,10 @@ fn run(
                      progress: &mut dyn Progress|
      -> anyhow::Result<Vec<UnitResult>> {
         // Without the format: where `auto` prompts plain after the chat check, its units
-        // count against the chat ones the plan assumed, in the same order.
-        progress.unit(&UnitKey {
-            baseline: Some(spec.context.baseline),
-            ..UnitKey::new(&spec.model, spec.domain, UnitKind::Prompt)
-        });
+        // count against the chat ones the plan assumed, in the same order. Without the
+        // baseline: a perturbation's unit serves every baseline (its key has none), and the
+        // specs run in the plan's order, so each computed unit meets its planned one.
+        progress.unit(&UnitKey::new(&spec.model, spec.domain, UnitKind::Prompt));
         let mut missing = Ok(());
         let units = run_selected_units(
             spec,
@@ -147,7 +146,7 @@ fn run(
             scorer.as_mut(),
             progress,
             &mut |condition, draw| {
-                let key = crate::shard::UnitKey::prompt(spec, condition, draw);
+                let key = UnitKey::prompt(spec, condition, draw);
                 let computes = if prerequisite {
                     scope.computes_prerequisite(&key)
                 } else {

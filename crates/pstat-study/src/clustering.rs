@@ -6,10 +6,10 @@
 
 use crate::config::RunConfig;
 use crate::io::{read_json, write_json, write_manifest};
-use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
+use crate::unit::{UnitKey, UnitKind};
 use anyhow::Context;
 use pstat_cluster::contrast::labeler::Labeler;
 use pstat_cluster::contrast::themes::LabeledCluster;

@@ -418,6 +418,93 @@ impl RunConfig {
     }
 }
 
+/// The sections of a run config that are stages, each with an `enabled` switch.
+const STAGE_SECTIONS: [&str; 4] = [
+    "representational",
+    "behavioral",
+    "familiarity",
+    "clustering",
+];
+
+/// Settings of the representational section that the probes alone use: a stage that needs
+/// only the veracity layer (familiarity's distances) asks for no probes and is served by
+/// any probes of the same layer choice.
+const PROBE_SETTINGS: [&str; 3] = ["probes", "layer_offsets", "mass_mean_layer_offsets"];
+
+impl RunConfig {
+    /// The config of a run folder that holds `self` once a single-stage command has asked
+    /// for `next` in it: the folder's run with the stages `next` enables added, so `pstat
+    /// probe`, `pstat prompt`, `pstat familiarity` and `pstat cluster` build one study in one
+    /// folder. What results depend on must agree — every setting outside the stages, and the
+    /// settings of a stage both enable — or the folder holds another study: the error names
+    /// the first setting that differs.
+    pub fn continued_by(&self, next: &RunConfig) -> anyhow::Result<RunConfig> {
+        let held = serde_json::to_value(self)?;
+        let asked = serde_json::to_value(next)?;
+        let (Some(held), Some(asked)) = (held.as_object(), asked.as_object()) else {
+            bail!("a run config serializes to a table");
+        };
+        let mut merged = held.clone();
+        for (key, value) in asked {
+            if !STAGE_SECTIONS.contains(&key.as_str()) {
+                differs(key, held.get(key), Some(value))?;
+                continue;
+            }
+            let enabled = |v: Option<&serde_json::Value>| {
+                v.and_then(|v| v.get("enabled")) == Some(&serde_json::Value::Bool(true))
+            };
+            if !enabled(Some(value)) {
+                continue;
+            }
+            if !enabled(held.get(key)) {
+                merged.insert(key.clone(), value.clone());
+                continue;
+            }
+            let layer_only = |v: Option<&serde_json::Value>| {
+                key == "representational"
+                    && v.and_then(|v| v.get("probes"))
+                        .and_then(|p| p.as_array())
+                        .is_some_and(Vec::is_empty)
+            };
+            let (held_layer_only, asked_layer_only) =
+                (layer_only(held.get(key)), layer_only(Some(value)));
+            for (setting, v) in value.as_object().into_iter().flatten() {
+                if (held_layer_only || asked_layer_only)
+                    && PROBE_SETTINGS.contains(&setting.as_str())
+                {
+                    continue;
+                }
+                differs(
+                    &format!("{key}.{setting}"),
+                    held.get(key).and_then(|h| h.get(setting)),
+                    Some(v),
+                )?;
+            }
+            if held_layer_only && !asked_layer_only {
+                merged.insert(key.clone(), value.clone());
+            }
+        }
+        Ok(serde_json::from_value(serde_json::Value::Object(merged))?)
+    }
+}
+
+/// An error naming `setting` when the folder's value and the command's differ.
+fn differs(
+    setting: &str,
+    held: Option<&serde_json::Value>,
+    asked: Option<&serde_json::Value>,
+) -> anyhow::Result<()> {
+    if held == asked {
+        return Ok(());
+    }
+    let show = |v: Option<&serde_json::Value>| v.map_or("nothing".to_string(), |v| v.to_string());
+    bail!(
+        "the folder holds a study with `{setting}` = {}, this command asks for {}",
+        show(held),
+        show(asked)
+    )
+}
+
 /// The first value listed twice, if any.
 fn first_duplicate<T: PartialEq>(values: &[T]) -> Option<&T> {
     values
@@ -430,6 +517,51 @@ fn first_duplicate<T: PartialEq>(values: &[T]) -> Option<&T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A config with only the stages `set` turns on.
+    fn only(set: impl Fn(&mut RunConfig)) -> RunConfig {
+        let mut c = RunConfig::default();
+        c.representational.enabled = false;
+        c.behavioral.enabled = false;
+        c.familiarity.enabled = false;
+        c.clustering.enabled = false;
+        set(&mut c);
+        c
+    }
+
+    #[test]
+    fn stage_commands_continue_one_study_and_refuse_another() {
+        let probe = only(|c| c.representational.enabled = true);
+        let familiarity = only(|c| {
+            c.familiarity.enabled = true;
+            c.representational.enabled = true;
+            c.representational.probes = Vec::new();
+        });
+        let both = probe.continued_by(&familiarity).unwrap();
+        assert!(both.representational.enabled && both.familiarity.enabled);
+        assert!(!both.behavioral.enabled && !both.clustering.enabled);
+        assert_eq!(both.representational.probes, probe.representational.probes);
+        // Either order builds the same study, and asking again changes nothing.
+        assert_eq!(familiarity.continued_by(&probe).unwrap(), both);
+        assert_eq!(both.continued_by(&probe).unwrap(), both);
+
+        let prompt = only(|c| {
+            c.behavioral.enabled = true;
+            c.behavioral.k = vec![20];
+        });
+        let three = both.continued_by(&prompt).unwrap();
+        assert!(three.behavioral.enabled && three.behavioral.k == [20]);
+        let other_k = only(|c| c.behavioral.enabled = true);
+        let err = three.continued_by(&other_k).unwrap_err().to_string();
+        assert!(
+            err.contains("`behavioral.k` = [20], this command asks for [100]"),
+            "{err}"
+        );
+        let mut other_seed = probe.clone();
+        other_seed.seed += 1;
+        let err = both.continued_by(&other_seed).unwrap_err().to_string();
+        assert!(err.contains("`seed`"), "{err}");
+    }
 
     #[test]
     fn defaults_are_the_paper_protocol() {

@@ -8,7 +8,7 @@
 //!   reference predicted for them (earlier runs at half weight); their ratio multiplies the
 //!   reference from then on.
 
-use crate::plan::{UnitKey, UnitKind, Work};
+use crate::unit::{UnitKey, UnitKind, Work};
 use pstat_tables::Probe;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

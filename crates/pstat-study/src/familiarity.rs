@@ -4,10 +4,10 @@
 
 use crate::config::RunConfig;
 use crate::io::{read_record, write_jsonl, write_record};
-use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Stage, Tables};
+use crate::unit::{UnitKey, UnitKind};
 use pstat_data::activations::Activations;
 use pstat_data::{Kind, Statement};
 use pstat_familiarity::distance::{pairwise_distances, standardize};
@@ -92,7 +92,7 @@ fn object_token_table(
     }
     if !study
         .scope
-        .computes(&crate::shard::UnitKey::familiarity(&model.name, domain))?
+        .computes(&UnitKey::new(&model.name, domain, UnitKind::ObjectTokens))?
     {
         return Ok(Vec::new());
     }

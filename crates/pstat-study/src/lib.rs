@@ -22,22 +22,32 @@ pub mod shard;
 pub mod stage;
 pub mod study;
 pub mod tracker;
+pub mod unit;
 
 pub use config::RunConfig;
 pub use lock::RunLock;
 pub use model::LoadedModel;
-pub use plan::{Plan, PlannedUnit, UnitKey, UnitKind};
-pub use progress::{Progress, Silent};
+pub use plan::{Plan, PlannedUnit};
+pub use progress::{Progress, RunStatus, Silent};
 pub use shard::{Scope, Shard};
-pub use stage::{Cell, Handoff, STAGES, Stage, Tables};
+pub use stage::{Cell, Handoff, Stage, Tables};
 pub use study::Study;
-pub use tracker::{RunStatus, Tracker};
+pub use tracker::Tracker;
+pub use unit::{UnitKey, UnitKind, Work};
 
 use anyhow::{Context, bail};
 use costs::CostBook;
 use pstat_data::Domain;
 use pstat_data::artifact::{write_atomic, write_json_atomic};
 use std::path::{Path, PathBuf};
+
+/// The stages in the order a run executes them.
+pub const STAGES: [&dyn Stage; 4] = [
+    &representational::Representational,
+    &behavioral::Behavioral,
+    &familiarity::Familiarity,
+    &clustering::Clustering,
+];
 
 /// Runs the stages `config` enables into `out`, then builds the report. Rerunning with the
 /// same config continues where a run stopped; another config into the same folder is refused,

@@ -10,178 +10,15 @@ use crate::config::Formats;
 use crate::costs::CostBook;
 use crate::familiarity::Familiarity;
 use crate::io::read_json;
+use crate::progress::duration;
 use crate::representational::Representational;
 use crate::stage::Stage;
 use crate::study::Study;
+use crate::unit::{UnitKey, UnitKind, Work};
 use pstat_data::{Domain, Kind};
 use pstat_tables::{Baseline, DECISIONS_FILE, Decisions, LayerChoice, Probe, PromptFormat};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::fmt;
 use std::path::{Path, PathBuf};
-
-/// What a unit computes; each kind belongs to one stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UnitKind {
-    /// Last-token states of the selection statements at every candidate layer.
-    LayerSelection,
-    /// All-token activations of the probed statements at the probed layers.
-    Activations,
-    /// One probe retrained under every Θ at one layer.
-    Probe,
-    /// The held-out True statements judged under one Θ's belief context (one draw).
-    Prompt,
-    /// Object-token probabilities of the familiarity sample.
-    ObjectTokens,
-    /// The clustering of one cell's retracted statements.
-    Clustering,
-}
-
-impl UnitKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UnitKind::LayerSelection => "layer_selection",
-            UnitKind::Activations => "activations",
-            UnitKind::Probe => "probe",
-            UnitKind::Prompt => "prompt",
-            UnitKind::ObjectTokens => "object_tokens",
-            UnitKind::Clustering => "clustering",
-        }
-    }
-
-    /// The stage ([`crate::Stage::name`]) that computes it.
-    pub fn stage(self) -> &'static str {
-        match self {
-            UnitKind::LayerSelection | UnitKind::Activations | UnitKind::Probe => {
-                "representational"
-            }
-            UnitKind::Prompt => "behavioral",
-            UnitKind::ObjectTokens => "familiarity",
-            UnitKind::Clustering => "retraction clustering",
-        }
-    }
-}
-
-/// Identifies a unit of a run, the same in every run of a config. Fields that do not apply to
-/// the kind are `None`. A key whose set fields all agree with a unit's [`UnitKey::covers`] it:
-/// the behavioral stage announces a whole (format, baseline) study that way.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct UnitKey {
-    pub model: String,
-    pub domain: Domain,
-    pub kind: UnitKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe: Option<Probe>,
-    /// Offset from the veracity layer (known before the layer is chosen).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub layer_offset: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<PromptFormat>,
-    /// Context size; `None` for the empty-context baseline, which every K shares.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub k: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<Baseline>,
-    /// Θ: the condition's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub condition: Option<String>,
-    /// `main`, a resample number, or `shuffle`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draw: Option<String>,
-}
-
-impl UnitKey {
-    pub fn new(model: &str, domain: Domain, kind: UnitKind) -> Self {
-        UnitKey {
-            model: model.to_string(),
-            domain,
-            kind,
-            probe: None,
-            layer_offset: None,
-            format: None,
-            k: None,
-            baseline: None,
-            condition: None,
-            draw: None,
-        }
-    }
-
-    /// Whether every field set in `self` has the same value in `unit`.
-    pub fn covers(&self, unit: &UnitKey) -> bool {
-        fn agree<T: PartialEq>(pattern: &Option<T>, value: &Option<T>) -> bool {
-            pattern.is_none() || pattern == value
-        }
-        self.model == unit.model
-            && self.domain == unit.domain
-            && self.kind == unit.kind
-            && agree(&self.probe, &unit.probe)
-            && agree(&self.layer_offset, &unit.layer_offset)
-            && agree(&self.format, &unit.format)
-            && agree(&self.k, &unit.k)
-            && agree(&self.baseline, &unit.baseline)
-            && agree(&self.condition, &unit.condition)
-            && agree(&self.draw, &unit.draw)
-    }
-}
-
-/// `model/domain/kind[/probe][/l±n][/format][/kK][/baseline_B][/Θ][/draw]`: one line, stable.
-impl fmt::Display for UnitKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}/{}", self.model, self.domain, self.kind.as_str())?;
-        if let Some(p) = self.probe {
-            write!(f, "/{p}")?;
-        }
-        if let Some(o) = self.layer_offset {
-            write!(f, "/l{o:+}")?;
-        }
-        if let Some(p) = self.format {
-            write!(f, "/{p}")?;
-        }
-        if let Some(k) = self.k {
-            write!(f, "/k{k}")?;
-        }
-        if let Some(b) = self.baseline {
-            write!(f, "/baseline_{b}")?;
-        }
-        if let Some(c) = &self.condition {
-            write!(f, "/{c}")?;
-        }
-        if let Some(d) = &self.draw {
-            write!(f, "/{d}")?;
-        }
-        Ok(())
-    }
-}
-
-/// How much work a unit is, in the measure its cost is estimated from.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Work {
-    /// Statements fed through the model.
-    Statements(usize),
-    /// Held-out statements judged after a context of `k` statements.
-    Prompts { statements: usize, k: usize },
-    /// Probe fits (one per Θ) on `bags` training bags; `search`: sAwMIL's C is chosen by CV.
-    Fits {
-        fits: usize,
-        bags: usize,
-        search: bool,
-    },
-    /// One clustering grid.
-    Grid,
-}
-
-impl Work {
-    /// The items a unit's progress counts: statements, or Θs for a probe unit.
-    pub fn items(self) -> usize {
-        match self {
-            Work::Statements(n) | Work::Prompts { statements: n, .. } => n,
-            Work::Fits { fits, .. } => fits,
-            Work::Grid => 1,
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedUnit {
@@ -238,6 +75,8 @@ impl Plan {
                     cell.clustering(&mut units);
                 }
             }
+            // A shard plans its own units only, and the prerequisites of its cells.
+            units.retain(|u| study.scope.plans(&u.key));
             for unit in units.iter_mut().filter(|u| u.key.model == model) {
                 unit.estimate_s = reference.seconds(&unit.key, unit.work);
                 unit.reference_s = reference.reference_seconds(&unit.key, unit.work);
@@ -316,16 +155,6 @@ impl Plan {
             ),
             format!("estimate: {estimate} ({})", self.cost_sources.join("; ")),
         ]
-    }
-}
-
-/// `1h02m`, `12m03s` or `45s`: to the minute above an hour (an estimate is no finer).
-pub fn duration(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    match (s / 3600, s / 60 % 60, s % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m{s:02}s"),
-        (h, m, _) => format!("{h}h{m:02}m"),
     }
 }
 
@@ -410,11 +239,7 @@ impl CellPlan<'_> {
                     bags,
                     search: probe == Probe::Sawmil && cfg.sawmil_c.is_none(),
                 };
-                let key = UnitKey {
-                    probe: Some(probe),
-                    layer_offset: Some(offset),
-                    ..self.key(UnitKind::Probe)
-                };
+                let key = UnitKey::probe(self.model, self.domain, probe, offset);
                 probes.push(PlannedUnit {
                     layer,
                     ..self.unit(key, work, done)
@@ -491,14 +316,7 @@ impl CellPlan<'_> {
                 if !seen.insert(files.meta.clone()) {
                     continue;
                 }
-                let key = UnitKey {
-                    format: Some(format),
-                    k: spec.unit_k(condition),
-                    baseline: Some(baseline),
-                    condition: Some(condition.name.clone()),
-                    draw: Some(draw.name()),
-                    ..self.key(UnitKind::Prompt)
-                };
+                let key = UnitKey::prompt(&spec, condition, draw);
                 let work = Work::Prompts {
                     statements,
                     k: key.k.unwrap_or(0),
@@ -552,45 +370,6 @@ mod tests {
         UnitKey::new("m", Domain::CityLocations, kind)
     }
 
-    #[test]
-    fn keys_print_stably_and_cover_their_groups() {
-        let unit = UnitKey {
-            format: Some(PromptFormat::Plain),
-            k: Some(20),
-            baseline: Some(Baseline::Empty),
-            condition: Some("synthetic_tf".into()),
-            draw: Some("main".into()),
-            ..key(UnitKind::Prompt)
-        };
-        assert_eq!(
-            unit.to_string(),
-            "m/city_locations/prompt/plain/k20/baseline_empty/synthetic_tf/main"
-        );
-        let probe = UnitKey {
-            probe: Some(Probe::Sawmil),
-            layer_offset: Some(-2),
-            ..key(UnitKind::Probe)
-        };
-        assert_eq!(probe.to_string(), "m/city_locations/probe/sawmil/l-2");
-        let group = UnitKey {
-            format: Some(PromptFormat::Plain),
-            baseline: Some(Baseline::Empty),
-            ..key(UnitKind::Prompt)
-        };
-        assert!(group.covers(&unit) && unit.covers(&unit) && !unit.covers(&group));
-        let chat = UnitKey {
-            format: Some(PromptFormat::Chat),
-            ..group.clone()
-        };
-        assert!(!chat.covers(&unit) && !group.covers(&probe));
-        let json = serde_json::to_string(&probe).unwrap();
-        assert_eq!(
-            json,
-            r#"{"model":"m","domain":"city_locations","kind":"probe","probe":"sawmil","layer_offset":-2}"#
-        );
-        assert_eq!(serde_json::from_str::<UnitKey>(&json).unwrap(), probe);
-    }
-
     fn planned(kind: UnitKind, estimate_s: Option<f64>, done: bool) -> PlannedUnit {
         PlannedUnit {
             key: key(kind),
@@ -633,13 +412,5 @@ mod tests {
             plan.summary()[1],
             "estimate: nothing to compute (m: reference)"
         );
-    }
-
-    #[test]
-    fn durations_round_to_what_an_estimate_can_say() {
-        assert_eq!(duration(44.6), "45s");
-        assert_eq!(duration(723.0), "12m03s");
-        assert_eq!(duration(3723.0), "1h02m");
-        assert_eq!(duration(-5.0), "0s");
     }
 }

@@ -5,8 +5,8 @@
 use crate::io::{read_json, read_record, write_json, write_manifest, write_record};
 use crate::lock::WorkLock;
 use crate::model::LoadedModel;
-use crate::plan::{UnitKey, UnitKind};
 use crate::progress::Progress;
+use crate::unit::{UnitKey, UnitKind};
 
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::study::Study;
@@ -51,9 +51,7 @@ impl Stage for Representational {
         ) = (cell, cell.dir("representational"));
         let cfg = &study.config.representational;
         let scope = study.scope;
-        let key = |probe: Probe, offset: i64| {
-            crate::shard::UnitKey::probe(&model.name, *domain, probe, offset)
-        };
+        let key = |probe: Probe, offset: i64| UnitKey::probe(&model.name, *domain, probe, offset);
         let planned: Vec<(Probe, i64)> = cfg
             .probes
             .iter()

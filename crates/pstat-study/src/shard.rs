@@ -11,10 +11,10 @@
 //! lock, and read by the others (see docs/scale-out.md).
 
 use crate::config::{Formats, RunConfig};
+use crate::unit::{UnitKey, UnitKind};
 use anyhow::{Context, bail};
 use pstat_data::{ConditionSet, Domain};
-use pstat_prompt::{Baseline, ContextSpec, PromptFormat, StudySpec};
-use pstat_tables::Probe;
+use pstat_prompt::{ContextSpec, PromptFormat, StudySpec};
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
@@ -64,96 +64,6 @@ impl Shard {
     }
 }
 
-/// The identity of one unit of work: a probe at one layer (every Θ of it, since sAwMIL's C is
-/// chosen once on Θ0 and held for every Θ), one behavioral prompt unit (Θ × draw), or one
-/// familiarity sample. The layer is the offset from the veracity layer: the layer itself is
-/// chosen by the run, and a shard must know its units before anything is computed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UnitKey {
-    pub model: String,
-    pub domain: String,
-    pub stage: &'static str,
-    pub probe: Option<Probe>,
-    pub layer_offset: Option<i64>,
-    pub condition: Option<String>,
-    pub k: Option<usize>,
-    pub baseline: Option<Baseline>,
-    pub format: Option<PromptFormat>,
-    /// `main`, a resample number or `shuffle`.
-    pub draw: Option<String>,
-}
-
-impl UnitKey {
-    /// The canonical text the shard is hashed from: every field, in a fixed order, `-` when
-    /// absent. Changing it reassigns units, so it is part of the on-disk contract.
-    pub fn canonical(&self) -> String {
-        fn field<T: ToString>(v: &Option<T>) -> String {
-            v.as_ref().map_or_else(|| "-".to_string(), T::to_string)
-        }
-        format!(
-            "model={};domain={};stage={};probe={};layer_offset={};condition={};k={};baseline={};format={};draw={}",
-            self.model,
-            self.domain,
-            self.stage,
-            field(&self.probe),
-            field(&self.layer_offset),
-            field(&self.condition),
-            field(&self.k),
-            field(&self.baseline),
-            field(&self.format),
-            field(&self.draw),
-        )
-    }
-
-    /// The shard of `count` that computes this unit (xxh3-64 of [`Self::canonical`]).
-    pub fn shard_of(&self, count: u32) -> u32 {
-        (xxhash_rust::xxh3::xxh3_64(self.canonical().as_bytes()) % u64::from(count)) as u32
-    }
-
-    /// A probe unit: every Θ of `probe` at the veracity layer + `offset`.
-    pub fn probe(model: &str, domain: Domain, probe: Probe, offset: i64) -> Self {
-        UnitKey {
-            model: model.to_string(),
-            domain: domain.to_string(),
-            stage: "representational",
-            probe: Some(probe),
-            layer_offset: Some(offset),
-            ..UnitKey::default()
-        }
-    }
-
-    /// A behavioral unit of `spec`: one Θ under one draw. The empty baseline serves every K
-    /// and a perturbation's unit every baseline, so those fields are left out where the unit
-    /// file is shared.
-    pub fn prompt(
-        spec: &StudySpec,
-        condition: &pstat_data::Condition,
-        draw: pstat_prompt::Draw,
-    ) -> Self {
-        UnitKey {
-            model: spec.model.clone(),
-            domain: spec.domain.to_string(),
-            stage: "behavioral",
-            condition: Some(condition.name.clone()),
-            k: spec.unit_k(condition),
-            baseline: condition.is_baseline().then_some(spec.context.baseline),
-            format: Some(spec.format),
-            draw: Some(draw.name()),
-            ..UnitKey::default()
-        }
-    }
-
-    /// The object-token familiarity sample of a (model, domain).
-    pub fn familiarity(model: &str, domain: Domain) -> Self {
-        UnitKey {
-            model: model.to_string(),
-            domain: domain.to_string(),
-            stage: "familiarity",
-            ..UnitKey::default()
-        }
-    }
-}
-
 /// What this process computes (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -200,6 +110,17 @@ impl Scope {
         match self {
             Scope::Shard(shard) => shard.owns(key),
             _ => true,
+        }
+    }
+
+    /// Whether this process's plan lists `key`: a shard plans its own units and the
+    /// prerequisites of its cells (computed by whichever shard needs them first), never the
+    /// clustering, which only an assembling run computes.
+    pub fn plans(&self, key: &UnitKey) -> bool {
+        match key.kind {
+            UnitKind::LayerSelection | UnitKind::Activations => true,
+            UnitKind::Clustering => self.assembles(),
+            UnitKind::Probe | UnitKind::Prompt | UnitKind::ObjectTokens => self.covers(key),
         }
     }
 
@@ -263,7 +184,7 @@ pub fn possible_units(
         }
     }
     if config.familiarity.enabled {
-        keys.push(UnitKey::familiarity(model, domain));
+        keys.push(UnitKey::new(model, domain, UnitKind::ObjectTokens));
     }
     Ok(keys)
 }
@@ -282,26 +203,6 @@ mod tests {
             let err = bad.parse::<Shard>().unwrap_err().to_string();
             assert!(err.contains("expected I/N"), "{bad}: {err}");
         }
-    }
-
-    #[test]
-    fn the_hash_of_a_key_is_stable_across_builds() {
-        let key = UnitKey::probe(
-            "smollm2-135m-instruct",
-            Domain::CityLocations,
-            Probe::Sawmil,
-            -1,
-        );
-        assert_eq!(
-            key.canonical(),
-            "model=smollm2-135m-instruct;domain=city_locations;stage=representational;probe=sawmil;layer_offset=-1;condition=-;k=-;baseline=-;format=-;draw=-"
-        );
-        // xxh3-64 is specified, not Rust's per-release DefaultHasher: this value never changes.
-        assert_eq!(
-            xxhash_rust::xxh3::xxh3_64(key.canonical().as_bytes()),
-            12_427_039_623_961_623_811
-        );
-        assert_eq!(key.shard_of(3), (12_427_039_623_961_623_811u64 % 3) as u32);
     }
 
     #[test]

@@ -6,7 +6,6 @@ use crate::config::RunConfig;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
 use crate::study::Study;
-use crate::{behavioral, clustering, familiarity, representational};
 use pstat_data::Domain;
 use pstat_data::activations::Activations;
 use pstat_stability::Judgments;
@@ -88,14 +87,6 @@ pub trait Stage: Sync {
         progress: &mut dyn Progress,
     ) -> anyhow::Result<()>;
 }
-
-/// The stages in the order a run executes them.
-pub const STAGES: [&dyn Stage; 4] = [
-    &representational::Representational,
-    &behavioral::Behavioral,
-    &familiarity::Familiarity,
-    &clustering::Clustering,
-];
 
 /// The tables at the top of the run folder, rebuilt from the units' results.
 #[derive(Default)]

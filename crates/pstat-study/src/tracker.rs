@@ -5,20 +5,11 @@
 //! measured times become this machine's pace for later plans ([`CostBook`]).
 
 use crate::costs::{CostBook, cost_class};
-use crate::plan::{Plan, UnitKey};
-use crate::progress::Progress;
+use crate::plan::Plan;
+use crate::progress::{Progress, RunStatus};
+use crate::unit::UnitKey;
 use pstat_data::Domain;
 use std::time::{Duration, Instant};
-
-/// Where a run stands, sent to the caller whenever a unit starts or finishes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunStatus {
-    pub done: usize,
-    pub total: usize,
-    /// Estimated seconds of the pending units other than the one in flight, rescaled by the
-    /// pace this run has measured so far; `None` when some of them have no estimate.
-    pub remaining_s: Option<f64>,
-}
 
 /// Seconds of estimate that weigh as much as this run's measurements in its pace: the
 /// first short units do not swing the ETA.
@@ -172,7 +163,8 @@ impl Progress for Tracker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PlannedUnit, UnitKind, Work};
+    use crate::plan::PlannedUnit;
+    use crate::unit::{UnitKind, Work};
     use pstat_prompt::Progress as _;
     use pstat_tables::{Baseline, PromptFormat};
     use std::cell::Cell;

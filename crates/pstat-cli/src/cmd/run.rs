@@ -1,9 +1,10 @@
 //! `pstat run`: the whole study in one resumable command (see `pstat_study::execute`).
 
 use crate::output::outln;
-use crate::progress::{Bars, Lines, Verbosity};
+use crate::progress::Bars;
 use clap::Args;
 use pstat_data::Domain;
+use pstat_study::progress::{Lines, Verbosity};
 use pstat_study::{Plan, Progress, RunConfig, Scope, Shard, UnitKey};
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -131,7 +132,7 @@ fn print_plan(plan: &Plan, out: &Path, json: bool) -> anyhow::Result<()> {
     for unit in &pending {
         let estimate = unit
             .estimate_s
-            .map_or("?".to_string(), pstat_study::plan::duration);
+            .map_or("?".to_string(), pstat_study::progress::duration);
         outln!("{}\t{} items\t{estimate}", unit.id, unit.items)?;
     }
     Ok(())
