@@ -4,15 +4,18 @@
 //! only if its config matches).
 
 use crate::output::outln;
+use anyhow::Context;
 use clap::Args;
 use pstat_data::Domain;
 use pstat_study::RunConfig;
 use pstat_tables::Probe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct Target {
-    /// A registry model name (`pstat models list`) or a path to a GGUF file.
+    /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder.
+    /// With --backend it supplies the tokenizer and chat template and must be the model the
+    /// server runs.
     #[arg(long)]
     pub model: String,
     /// city_locations, med_indications or word_definitions.
@@ -148,8 +151,22 @@ pub fn cluster(args: ClusterModelArgs) -> anyhow::Result<()> {
     execute(c, &args.target.out)
 }
 
-fn execute(config: RunConfig, out: &std::path::Path) -> anyhow::Result<()> {
-    pstat_study::execute(config, out, &mut crate::progress::Bars::new())
+/// Runs `config`'s stage into `out`; a folder that already holds a study gets the stage
+/// added to it ([`RunConfig::continued_by`]), so the stage commands build one study.
+pub fn execute(config: RunConfig, out: &Path) -> anyhow::Result<()> {
+    let held = out.join("config.toml");
+    let config = if held.is_file() {
+        RunConfig::from_file(&held)?
+            .continued_by(&config)
+            .with_context(|| format!("{}: cannot add this stage", out.display()))?
+    } else {
+        config
+    };
+    pstat_study::execute(
+        config,
+        out,
+        super::run::reporter(out, false, false).as_mut(),
+    )
 }
 
 /// `-2..2` → [-2, -1, 0, 1, 2]; `0,2` → [0, 2].
