@@ -70,6 +70,11 @@ pub struct Representational {
     /// Calibration statements on which the selection scores each layer; None = the whole
     /// calibration split (the paper's protocol). `--quick` samples 300.
     pub selection_calibration: Option<usize>,
+    /// A folder of activations computed elsewhere (docs/activations.md): the stage reads and
+    /// checks them instead of running the model for them. None = the cache, extracted by the
+    /// embedded runtime on a miss.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activations: Option<String>,
 }
 
 impl Representational {
@@ -301,6 +306,7 @@ impl Default for Representational {
             sawmil_c: None,
             selection_statements: 500,
             selection_calibration: None,
+            activations: None,
         }
     }
 }
@@ -439,6 +445,11 @@ impl RunConfig {
             bail!(
                 "representational.probes: `prompt` is the behavioral judgment (expected sawmil or mass_mean)"
             );
+        }
+        if let Some(dir) = &self.representational.activations
+            && !Path::new(dir).is_dir()
+        {
+            bail!("representational.activations: {dir:?} is not a folder");
         }
         if self.behavioral.formats == Formats::Listed(Vec::new()) {
             bail!("behavioral.formats is empty");
@@ -620,6 +631,11 @@ mod tests {
         let err = invalid("[splits]\ntest = 0.6\ncalibration = 0.5");
         assert!(
             err.contains("[splits]") && err.contains("split shares"),
+            "{err}"
+        );
+        let err = invalid("[representational]\nactivations = \"/nonexistent/acts\"");
+        assert!(
+            err.contains("representational.activations: \"/nonexistent/acts\" is not a folder"),
             "{err}"
         );
         RunConfig::default().validate().unwrap();
