@@ -72,6 +72,9 @@ enum Command {
     Merge(cmd::merge::MergeArgs),
     /// Rebuild the figures and the self-contained report.html of a run folder from its files.
     Report(cmd::report::ReportArgs),
+    /// Export a run's activations to a folder another run reads (representational.activations).
+    #[command(subcommand)]
+    Activations(cmd::activations::ActivationsCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -111,6 +114,7 @@ fn main() -> std::process::ExitCode {
         Command::Probe(a) => cmd::stage::probe(a),
         Command::Extract(a) => cmd::stage::extract(a),
         Command::Familiarity(a) => cmd::stage::familiarity(a),
+        Command::Activations(c) => cmd::activations::run(c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

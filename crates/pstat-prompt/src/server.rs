@@ -35,7 +35,6 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
 
 /// How far above 1 a probability, or the sum of the returned ones, may go (float rounding
 /// in the server's softmax and in its JSON).
@@ -181,22 +180,6 @@ impl ServerScorer {
             _ => None,
         };
         Self::open(config, options, bos)
-    }
-
-    /// [`ServerConfig`]'s defaults at `url` with this timeout, without the codec's BOS (so a
-    /// text-only server whose token count disagrees is refused rather than repaired).
-    pub fn new(
-        url: &str,
-        model: Option<String>,
-        options: OptionTokens,
-        timeout: Duration,
-    ) -> Result<Self, PromptError> {
-        let config = ServerConfig {
-            model,
-            http: HttpOptions::with_timeout(timeout),
-            ..ServerConfig::new(url)
-        };
-        Self::open(&config, options, None)
     }
 
     fn open(

@@ -12,6 +12,7 @@ use crate::study::Study;
 use crate::unit::{UnitKey, UnitKind};
 use pstat_data::{ConditionSet, Domain, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
+use pstat_prompt::server::ServerConfig;
 use pstat_prompt::server::ServerScorer;
 use pstat_prompt::{
     Baseline, ContextSpec, Draw, OptionScorer, OptionTokens, PromptFormat, StudySpec, TrainingPool,
@@ -20,7 +21,6 @@ use pstat_prompt::{
 use pstat_stability::{Bootstrap, Judgments, MIN_BASELINE_TRUE};
 use pstat_tables::FormatDecision;
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
 
 /// The behavioral stage: belief-context prompts under every Θ.
 pub struct Behavioral;
@@ -72,6 +72,32 @@ pub(crate) fn study_spec(
     }
 }
 
+/// The server settings a cell's behavioral units were scored with, in
+/// `behavioral/server.json` with its manifest: the model id the server reported, its URL, the
+/// requests in flight, the timeout, the retries and the API key's variable (never the key).
+/// Settings that do not change the judgments (the judgments are keyed by URL and model id),
+/// recorded so that a run's pace and failures can be read against them.
+fn record_server(cell: &Cell, config: &ServerConfig, model_id: &str) -> anyhow::Result<()> {
+    let path = cell.dir("behavioral").join("server.json");
+    let record = serde_json::json!({
+        "url": config.url,
+        "model_id": model_id,
+        "concurrency": config.concurrency,
+        "http": config.http,
+    });
+    crate::io::write_json(&path, &record)?;
+    crate::io::write_manifest(
+        &cell
+            .study
+            .manifest(
+                format!("behavioral server {}", cell.model.name),
+                cell.domain,
+            )
+            .with_model(cell.model.lm.sha256(), pstat_lm::kernel_isa()),
+        &path,
+    )
+}
+
 fn run(
     cell: &Cell,
     handoff: &mut Handoff,
@@ -106,15 +132,14 @@ fn run(
         .map(|s| (s.id.as_str(), s))
         .collect();
     let test: Vec<&Statement> = held_out.iter().map(|id| by_id[id.as_str()]).collect();
-    let options = OptionTokens::new(&codec)?;
     let mut scorer: Box<dyn OptionScorer> = match cfg.backend_for(&model.name) {
-        Some(url) => Box::new(ServerScorer::new(
-            url,
-            None,
-            options,
-            Duration::from_secs(600),
-        )?),
-        None => Box::new(EmbeddedScorer::new(&model.lm, options)),
+        Some(url) => {
+            let config = cfg.server_config(url);
+            let server = ServerScorer::connect(&config, &codec)?;
+            record_server(cell, &config, server.model_id())?;
+            Box::new(server)
+        }
+        None => Box::new(EmbeddedScorer::new(&model.lm, OptionTokens::new(&codec)?)),
     };
     let dir = cell.dir("behavioral");
     let spec = |format: PromptFormat, k: usize, baseline: Baseline| {

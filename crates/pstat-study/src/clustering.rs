@@ -4,10 +4,10 @@
 //! selection; contrastive prompts per cluster, optionally labelled by an OpenAI-compatible
 //! chat endpoint.
 
+use crate::activations::veracity_activations;
 use crate::config::RunConfig;
-use crate::io::{read_json, write_json, write_manifest};
+use crate::io::{read_record, write_json, write_manifest, write_record};
 use crate::progress::Progress;
-use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
 use crate::unit::{UnitKey, UnitKind};
 use anyhow::Context;
@@ -29,11 +29,25 @@ use std::time::Duration;
 /// Fewer retracted statements than this are not clustered (HDBSCAN needs a handful per cluster).
 const MIN_POINTS: usize = 8;
 
-#[derive(Debug, Serialize, Deserialize)]
+/// A cell's clustering (`result.json`), stored as a record with its content hash: one garbled
+/// on disk is moved aside and recomputed, never read as another clustering.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct Stored {
     ids: Vec<String>,
     #[serde(flatten)]
     result: GridResult,
+}
+
+impl Stored {
+    /// The stored clustering of exactly `ids`, if any: `None` when absent, made for other
+    /// statements, or damaged (then moved aside to `result.json.corrupt` with a warning).
+    fn read(
+        path: &Path,
+        ids: &[String],
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<Option<Self>> {
+        Ok(read_record::<Stored>(path, progress)?.filter(|stored| stored.ids == ids))
+    }
 }
 
 /// The clustering stage: the statements retracted in this cell, clustered at the veracity
@@ -114,9 +128,9 @@ fn run(
         return Ok(output);
     }
     let result_path = dir.join("result.json");
-    let stored = match read_json::<Stored>(&result_path, progress)? {
-        Some(stored) if stored.ids == retracted => stored,
-        _ => {
+    let stored = match Stored::read(&result_path, &retracted, progress)? {
+        Some(stored) => stored,
+        None => {
             let dim = representation[&retracted[0]].len();
             let flat: Vec<f64> = retracted
                 .iter()
@@ -136,7 +150,7 @@ fn run(
                 ids: retracted.clone(),
                 result,
             };
-            write_json(&result_path, &stored)?;
+            write_record(&result_path, &stored)?;
             write_manifest(
                 &study
                     .manifest(format!("clusters {} {domain}", model.name), domain)
@@ -220,11 +234,12 @@ fn label(
     let labeler = Labeler::new(url, "default", 3, Duration::from_secs(300));
     for prompt in prompts {
         let path = dir.join(format!("label_{}.json", prompt.cluster_id));
-        let outcome = match read_json(&path, progress)? {
+        // Also a record: a garbled label is asked for again rather than reported.
+        let outcome = match read_record(&path, progress)? {
             Some(label) => label,
             None => {
                 let outcome = labeler.label(&prompt.prompt)?.label;
-                write_json(&path, &outcome)?;
+                write_record(&path, &outcome)?;
                 outcome
             }
         };
@@ -278,4 +293,46 @@ fn standardized_means(
         }
     }
     Ok(ids.iter().cloned().zip(means).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::Silent;
+
+    /// A clustering of ten identical points: the grid stops at its no-structure check, so the
+    /// result is real and costs nothing.
+    fn stored(ids: &[String]) -> Stored {
+        let x = Matrix::new(ids.len(), 2, vec![0.5; ids.len() * 2]).unwrap();
+        Stored {
+            ids: ids.to_vec(),
+            result: run_grid(&x, &Grid::default(), 7),
+        }
+    }
+
+    #[test]
+    fn a_garbled_result_is_moved_aside_and_recomputed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("result.json");
+        let ids: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
+        let mut progress = Silent;
+        assert_eq!(Stored::read(&path, &ids, &mut progress).unwrap(), None);
+        write_record(&path, &stored(&ids)).unwrap();
+        assert_eq!(
+            Stored::read(&path, &ids, &mut progress).unwrap(),
+            Some(stored(&ids)),
+            "a stored clustering reads back"
+        );
+        assert_eq!(
+            Stored::read(&path, &ids[1..], &mut progress).unwrap(),
+            None,
+            "another set of retracted statements is clustered again"
+        );
+        // Same-size damage that still parses: one statement id changed in place.
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replacen("\"s3\"", "\"s9\"", 1)).unwrap();
+        assert_eq!(Stored::read(&path, &ids, &mut progress).unwrap(), None);
+        assert!(!path.exists(), "the damaged record is moved aside");
+        assert!(dir.path().join("result.json.corrupt").exists());
+    }
 }

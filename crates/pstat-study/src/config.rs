@@ -5,7 +5,9 @@
 use anyhow::{Context, bail};
 use pstat_data::condition::Condition;
 use pstat_data::{ConditionSet, Domain, SplitConfig};
+use pstat_http::HttpOptions;
 use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
+use pstat_prompt::server::ServerConfig;
 use pstat_stability::Bootstrap;
 use pstat_tables::{Baseline, Probe, PromptFormat};
 use serde::{Deserialize, Serialize};
@@ -68,6 +70,11 @@ pub struct Representational {
     /// Calibration statements on which the selection scores each layer; None = the whole
     /// calibration split (the paper's protocol). `--quick` samples 300.
     pub selection_calibration: Option<usize>,
+    /// A folder of activations computed elsewhere (docs/activations.md): the stage reads and
+    /// checks them instead of running the model for them. None = the cache, extracted by the
+    /// embedded runtime on a miss.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activations: Option<String>,
 }
 
 impl Representational {
@@ -122,6 +129,16 @@ pub struct Behavioral {
     /// listed uses `backend`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub backends: BTreeMap<String, String>,
+    /// The model asked of every server (default: the server's only model, from
+    /// `GET /v1/models`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_model: Option<String>,
+    /// Requests in flight at once on each server.
+    #[serde(skip_serializing_if = "is_default_concurrency")]
+    pub concurrency: usize,
+    /// Per-request timeout, retries and the API key's variable of the server client.
+    #[serde(skip_serializing_if = "is_default")]
+    pub http: HttpOptions,
 }
 
 impl Behavioral {
@@ -132,6 +149,52 @@ impl Behavioral {
             .or(self.backend.as_ref())
             .map(String::as_str)
     }
+
+    /// The server backend's settings for `url` (its prompt input and top-n stay the
+    /// backend's defaults).
+    pub fn server_config(&self, url: &str) -> ServerConfig {
+        ServerConfig {
+            model: self.backend_model.clone(),
+            concurrency: self.concurrency,
+            http: self.http.clone(),
+            ..ServerConfig::new(url)
+        }
+    }
+
+    /// The server settings' checks, naming the field; every listed server URL included.
+    fn validate_server(&self) -> anyhow::Result<()> {
+        if self.concurrency == 0 {
+            bail!("behavioral.concurrency must be at least 1");
+        }
+        self.http.validate().context("behavioral.http")?;
+        if self.backend_model.as_deref() == Some("") {
+            bail!(
+                "behavioral.backend_model is empty (leave it out to use the server's only model)"
+            );
+        }
+        let urls = self
+            .backend
+            .iter()
+            .map(|u| ("behavioral.backend".to_string(), u));
+        let per_model = self
+            .backends
+            .iter()
+            .map(|(m, u)| (format!("behavioral.backends.{m}"), u));
+        for (field, url) in urls.chain(per_model) {
+            self.server_config(url).validate().context(field)?;
+        }
+        Ok(())
+    }
+}
+
+/// Serialized only when changed, so configs that leave the server settings alone keep their
+/// `config.toml` and hash.
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+fn is_default_concurrency(concurrency: &usize) -> bool {
+    *concurrency == ServerConfig::default().concurrency
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -243,6 +306,7 @@ impl Default for Representational {
             sawmil_c: None,
             selection_statements: 500,
             selection_calibration: None,
+            activations: None,
         }
     }
 }
@@ -259,6 +323,9 @@ impl Default for Behavioral {
             allow_fewer: false,
             backend: None,
             backends: BTreeMap::new(),
+            backend_model: None,
+            concurrency: ServerConfig::default().concurrency,
+            http: HttpOptions::default(),
         }
     }
 }
@@ -379,6 +446,11 @@ impl RunConfig {
                 "representational.probes: `prompt` is the behavioral judgment (expected sawmil or mass_mean)"
             );
         }
+        if let Some(dir) = &self.representational.activations
+            && !Path::new(dir).is_dir()
+        {
+            bail!("representational.activations: {dir:?} is not a folder");
+        }
         if self.behavioral.formats == Formats::Listed(Vec::new()) {
             bail!("behavioral.formats is empty");
         }
@@ -393,6 +465,7 @@ impl RunConfig {
         if self.behavioral.k.contains(&0) {
             bail!("behavioral.k: context sizes must be positive");
         }
+        self.behavioral.validate_server()?;
         self.conditions()?;
         Ok(())
     }
@@ -692,7 +765,95 @@ mod tests {
             err.contains("[splits]") && err.contains("split shares"),
             "{err}"
         );
+        let err = invalid("[representational]\nactivations = \"/nonexistent/acts\"");
+        assert!(
+            err.contains("representational.activations: \"/nonexistent/acts\" is not a folder"),
+            "{err}"
+        );
         RunConfig::default().validate().unwrap();
         RunConfig::default().quick().validate().unwrap();
+    }
+
+    #[test]
+    fn server_settings_parse_reach_the_backend_and_are_checked() {
+        let text = r#"
+            models = ["smollm2-135m-instruct"]
+            [behavioral]
+            backend = "http://gpu:8000"
+            backend_model = "smollm2"
+            concurrency = 32
+            [behavioral.http]
+            timeout_s = 1200.0
+            retries = 2
+            api_key_env = "VLLM_KEY"
+        "#;
+        let c: RunConfig = toml::from_str(text).unwrap();
+        c.validate().unwrap();
+        let server = c.behavioral.server_config("http://gpu:8000");
+        assert_eq!(server.url, "http://gpu:8000");
+        assert_eq!(server.model.as_deref(), Some("smollm2"));
+        assert_eq!(server.concurrency, 32);
+        assert_eq!(
+            (server.http.timeout_s, server.http.retries),
+            (1200.0, 2),
+            "set fields are taken"
+        );
+        assert_eq!(server.http.api_key_env.as_deref(), Some("VLLM_KEY"));
+        assert_eq!(
+            server.http.backoff_ms,
+            HttpOptions::default().backoff_ms,
+            "unset fields keep the client's defaults"
+        );
+        assert_ne!(c.hash(), {
+            let mut d = c.clone();
+            d.behavioral.concurrency = 8;
+            d.hash()
+        });
+
+        // Left alone, the settings are the backend's defaults and stay out of the serialized
+        // config, so the hash of a config that does not use them is unchanged.
+        let d = RunConfig::default();
+        let defaults = d.behavioral.server_config("http://x");
+        assert_eq!(defaults, ServerConfig::new("http://x"));
+        let toml_text = toml::to_string(&d).unwrap();
+        assert!(
+            !toml_text.contains("concurrency") && !toml_text.contains("[behavioral.http]"),
+            "{toml_text}"
+        );
+
+        let invalid = |text: &str| {
+            let config: RunConfig = toml::from_str(text).unwrap();
+            format!("{:#}", config.validate().unwrap_err())
+        };
+        let err = invalid("[behavioral]\nconcurrency = 0");
+        assert!(
+            err.contains("behavioral.concurrency must be at least 1"),
+            "{err}"
+        );
+        let err = invalid("[behavioral.http]\ntimeout_s = 0.0");
+        assert!(
+            err.contains("behavioral.http") && err.contains("timeout_s = 0"),
+            "{err}"
+        );
+        let err = invalid("[behavioral.http]\ntimeout_s = -5.0");
+        assert!(err.contains("behavioral.http"), "{err}");
+        let err = invalid("[behavioral]\nbackend_model = \"\"");
+        assert!(err.contains("behavioral.backend_model is empty"), "{err}");
+        let err = invalid("[behavioral]\nbackend = \"gpu:8000\"");
+        assert!(
+            err.contains("behavioral.backend") && err.contains("http://"),
+            "{err}"
+        );
+        let err = invalid(
+            "models = [\"smollm2-135m-instruct\"]\n[behavioral.backends]\nsmollm2-135m-instruct = \"ftp://x\"",
+        );
+        assert!(
+            err.contains("behavioral.backends.smollm2-135m-instruct"),
+            "{err}"
+        );
+        let unknown = toml::from_str::<RunConfig>("[behavioral.http]\ntimeout = 5.0")
+            .unwrap_err()
+            .to_string();
+        assert!(unknown.contains("timeout"), "{unknown}");
     }
 }

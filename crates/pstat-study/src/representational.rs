@@ -11,8 +11,7 @@ use crate::unit::{UnitKey, UnitKind};
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::study::Study;
 use anyhow::{Context, bail};
-use pstat_data::activations::{Activations, ActivationsError, Precision, move_aside};
-use pstat_data::artifact::sha256_hex;
+use pstat_data::activations::Activations;
 use pstat_data::{Condition, Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
@@ -89,7 +88,9 @@ impl Stage for Representational {
                 None => {
                     if activations.is_empty() {
                         progress.unit(&UnitKey::new(&model.name, *domain, UnitKind::Activations));
-                        activations = extract_layers(study, model, *domain, &layers, progress)?;
+                        activations = crate::activations::extract_layers(
+                            study, model, *domain, &layers, progress,
+                        )?;
                     }
                     progress.unit(&UnitKey {
                         probe: Some(probe),
@@ -239,29 +240,6 @@ impl ProbeUnit {
             study.seed_for(&format!("paired:{}:{domain}:{probe}:{layer}", model.name)),
         )
     }
-}
-
-/// The veracity layer and its activations for the analyses that reuse them: handed over by
-/// the representational stage, or read from the cache.
-pub fn veracity_activations<'h>(
-    cell: &Cell,
-    handoff: &'h mut Handoff,
-    progress: &mut dyn Progress,
-) -> anyhow::Result<(usize, &'h Activations)> {
-    let layer = match &handoff.layer {
-        Some(choice) => choice.veracity_layer,
-        None => veracity_layer(cell, progress)?.veracity_layer,
-    };
-    if handoff.activations.is_none() {
-        progress.unit(&UnitKey::new(
-            &cell.model.name,
-            cell.domain,
-            UnitKind::Activations,
-        ));
-        let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
-        handoff.activations = Some(acts.remove(&layer).expect("requested layer"));
-    }
-    Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
 
 /// Retrain one probe at one layer under every condition and judge the held-out statements.
@@ -642,119 +620,6 @@ fn best_window(scores: &mut [LayerScore]) -> Option<usize> {
     candidates()
         .find(|(_, m)| *m >= best - SELECTION_TOLERANCE)
         .map(|(layer, _)| layer)
-}
-
-/// Activations of the statements a run probes (its training statements and held-out True
-/// statements) at `layers`.
-fn extract_layers(
-    study: &Study,
-    model: &LoadedModel,
-    domain: Domain,
-    layers: &[usize],
-    progress: &mut dyn Progress,
-) -> anyhow::Result<BTreeMap<usize, Activations>> {
-    let mut ids = study.train_ids(domain);
-    ids.extend(study.held_out_true(domain));
-    cached_activations(model, study.data(domain), &ids, layers, progress)
-}
-
-/// Activations of `ids` at `layers`, from the cache under `$PSTAT_HOME/activations` when
-/// present, else extracted and stored (f16). The cache key covers the model file, the input
-/// format and template, the data and the ids, so nothing stale is ever reused. Either way the
-/// caller gets what the cache returns (a fresh extraction is read back from its file), so a
-/// run resumed after the cache was written trains on the same numbers as one that was not.
-pub fn cached_activations(
-    model: &LoadedModel,
-    data: &pstat_data::Dataset,
-    ids: &[String],
-    layers: &[usize],
-    progress: &mut dyn Progress,
-) -> anyhow::Result<BTreeMap<usize, Activations>> {
-    if let Some(&l) = layers.iter().find(|&&l| l > model.lm.n_layers()) {
-        bail!(
-            "layer {l} is beyond the {} layers of {}",
-            model.lm.n_layers(),
-            model.name
-        );
-    }
-    let domain = data.domain;
-    // The leading tag versions the cache layout: v2 stopped writing f16 infinities, v3 files
-    // carry a content hash checked on every read, v4's hash covers the metadata (statement ids).
-    let key_input = format!(
-        "activations-v4\n{}\n{}\n{}\n{}",
-        model.lm.sha256(),
-        model.input_signature(),
-        data.data_hash,
-        ids.join("\n")
-    );
-    let dir = cache_dir()?
-        .join(&model.lm.sha256()[..16])
-        .join(domain.as_str())
-        .join(&sha256_hex(key_input.as_bytes())[..16]);
-    let path = |l: usize| dir.join(format!("layer_{l:02}.safetensors"));
-    // Processes sharing the cache (shards of a run on one machine or one shared filesystem)
-    // extract an entry once: the others wait here and then read it.
-    let _lock = WorkLock::wait(&dir.join(".lock"))?;
-    let mut out = BTreeMap::new();
-    let mut missing = Vec::new();
-    for &l in layers {
-        if !path(l).exists() {
-            missing.push(l);
-            continue;
-        }
-        // A damaged cache file is never used: it is moved aside and its layer recomputed.
-        match Activations::read(&path(l)) {
-            Ok(a) => {
-                out.insert(l, a);
-            }
-            Err(err @ ActivationsError::Corrupt { .. }) => {
-                let aside = move_aside(&path(l))?;
-                progress.note(&format!(
-                    "warning: {err}; moved to {} and recomputed",
-                    aside.display()
-                ));
-                missing.push(l);
-            }
-            Err(err) => return Err(err.into()),
-        }
-    }
-    tracing::debug!(
-        "activations of {} {domain}: layers {layers:?}, {} in the cache at {}",
-        model.name,
-        layers.len() - missing.len(),
-        dir.display()
-    );
-    if missing.is_empty() {
-        return Ok(out);
-    }
-    let tokens = model.encode_statements(data, ids)?;
-    progress.start(&format!("{} {domain} activations", model.name), ids.len());
-    let acts =
-        pstat_lm::extract::extract(&model.lm, ids, &tokens, &missing, |n| progress.advance(n))?;
-    progress.finish(false);
-    for (&layer, mut a) in missing.iter().zip(acts) {
-        a.metadata
-            .insert("model_sha256".into(), model.lm.sha256().into());
-        a.metadata.insert("layer".into(), layer.to_string());
-        a.metadata.insert("input".into(), model.input_signature());
-        a.metadata
-            .insert("data_hash".into(), data.data_hash.clone());
-        a.write(&path(layer), Precision::F16)?;
-        // Every use sees what the cache holds (f16, checked against its hash on the read), so
-        // a run that extracts a layer and one that resumes from the cache compute the same.
-        out.insert(layer, Activations::read(&path(layer))?);
-    }
-    Ok(out)
-}
-
-/// `$PSTAT_HOME/activations`, beside the model cache (`$PSTAT_HOME/models`).
-fn cache_dir() -> anyhow::Result<PathBuf> {
-    let models = pstat_lm::registry::Cache::from_env()?;
-    Ok(models
-        .dir()
-        .parent()
-        .unwrap_or(models.dir())
-        .join("activations"))
 }
 
 #[cfg(test)]

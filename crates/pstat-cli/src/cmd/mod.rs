@@ -1,4 +1,5 @@
 //! One module per subcommand. Each exposes clap argument types and a `run` function.
+pub mod activations;
 pub mod cluster;
 pub mod data;
 pub mod generate;

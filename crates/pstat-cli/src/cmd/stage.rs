@@ -98,7 +98,7 @@ pub fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     let data = pstat_data::load_domain(&root, args.domain)?;
     let model = pstat_study::LoadedModel::load(&args.model)?;
     let ids: Vec<String> = data.statements.iter().map(|s| s.id.clone()).collect();
-    let acts = pstat_study::representational::cached_activations(
+    let acts = pstat_study::activations::cached_activations(
         &model,
         &data,
         &ids,

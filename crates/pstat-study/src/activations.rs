@@ -1,0 +1,531 @@
+//! Where a run's activations come from: the cache under `$PSTAT_HOME/activations` (extracted
+//! by the embedded runtime on a miss), or a folder of activations computed elsewhere
+//! (`representational.activations`), checked against the run before any probe sees them.
+//! The export writes that folder's layout from a run config (docs/activations.md).
+//!
+//! An activation folder holds, per model and domain, `<model>/<domain>/`:
+//! - `layer_LL.safetensors`: the ragged per-token activations of one layer
+//!   ([`pstat_data::activations`]) with the provenance metadata [`Provenance`] lists;
+//! - `statements.jsonl`: the statements in the run's order, `{"id", "text", "token_ids"}`, the
+//!   token ids being those pstat feeds (what an outside extractor must feed too);
+//! - `export.json`: the [`Provenance`] and the layers the run reads.
+
+use crate::config::RunConfig;
+use crate::lock::WorkLock;
+use crate::model::LoadedModel;
+use crate::unit::{UnitKey, UnitKind};
+use crate::progress::Progress;
+use crate::stage::{Cell, Handoff};
+use crate::study::Study;
+use anyhow::bail;
+use pstat_data::activations::{Activations, ActivationsError, Precision, move_aside};
+use pstat_data::artifact::sha256_hex;
+use pstat_data::{Dataset, Domain};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The veracity layer and its activations for the analyses that reuse them: handed over by
+/// the representational stage, or read from the cache (or the imported folder).
+pub fn veracity_activations<'h>(
+    cell: &Cell,
+    handoff: &'h mut Handoff,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<(usize, &'h Activations)> {
+    let layer = match &handoff.layer {
+        Some(choice) => choice.veracity_layer,
+        None => crate::representational::veracity_layer(cell, progress)?.veracity_layer,
+    };
+    if handoff.activations.is_none() {
+        progress.unit(&UnitKey::new(
+            &cell.model.name,
+            cell.domain,
+            UnitKind::Activations,
+        ));
+        let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
+        handoff.activations = Some(acts.remove(&layer).expect("requested layer"));
+    }
+    Ok((layer, handoff.activations.as_ref().expect("set above")))
+}
+
+/// Activations of the statements a run probes (its training statements and held-out True
+/// statements) at `layers`: from `representational.activations` when the config names a
+/// folder, else from the cache.
+pub(crate) fn extract_layers(
+    study: &Study,
+    model: &LoadedModel,
+    domain: Domain,
+    layers: &[usize],
+    progress: &mut dyn Progress,
+) -> anyhow::Result<BTreeMap<usize, Activations>> {
+    let ids = run_statements(study, domain);
+    match &study.config.representational.activations {
+        Some(dir) => imported_activations(Path::new(dir), model, study.data(domain), &ids, layers),
+        None => cached_activations(model, study.data(domain), &ids, layers, progress),
+    }
+}
+
+/// The statements whose activations a run reads, in the order it reads them.
+fn run_statements(study: &Study, domain: Domain) -> Vec<String> {
+    let mut ids = study.train_ids(domain);
+    ids.extend(study.held_out_true(domain));
+    ids
+}
+
+/// Activations of `ids` at `layers`, from the cache under `$PSTAT_HOME/activations` when
+/// present, else extracted and stored (f16). The cache key covers the model file, the input
+/// format and template, the data and the ids, so nothing stale is ever reused. Either way the
+/// caller gets what the cache returns (a fresh extraction is read back from its file), so a
+/// run resumed after the cache was written trains on the same numbers as one that was not.
+pub fn cached_activations(
+    model: &LoadedModel,
+    data: &Dataset,
+    ids: &[String],
+    layers: &[usize],
+    progress: &mut dyn Progress,
+) -> anyhow::Result<BTreeMap<usize, Activations>> {
+    check_layers(model, layers)?;
+    let domain = data.domain;
+    // The leading tag versions the cache layout: v2 stopped writing f16 infinities, v3 files
+    // carry a content hash checked on every read, v4's hash covers the metadata (statement ids).
+    let key_input = format!(
+        "activations-v4\n{}\n{}\n{}\n{}",
+        model.lm.sha256(),
+        model.input_signature(),
+        data.data_hash,
+        ids.join("\n")
+    );
+    let dir = cache_dir()?
+        .join(&model.lm.sha256()[..16])
+        .join(domain.as_str())
+        .join(&sha256_hex(key_input.as_bytes())[..16]);
+    let path = |l: usize| layer_path(&dir, l);
+    // Processes sharing the cache (shards of a run on one machine or one shared filesystem)
+    // extract an entry once: the others wait here and then read it.
+    let _lock = WorkLock::wait(&dir.join(".lock"))?;
+    let mut out = BTreeMap::new();
+    let mut missing = Vec::new();
+    for &l in layers {
+        if !path(l).exists() {
+            missing.push(l);
+            continue;
+        }
+        // A damaged cache file is never used: it is moved aside and its layer recomputed.
+        match Activations::read(&path(l)) {
+            Ok(a) => {
+                out.insert(l, a);
+            }
+            Err(err @ ActivationsError::Corrupt { .. }) => {
+                let aside = move_aside(&path(l))?;
+                progress.note(&format!(
+                    "warning: {err}; moved to {} and recomputed",
+                    aside.display()
+                ));
+                missing.push(l);
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    tracing::debug!(
+        "activations of {} {domain}: layers {layers:?}, {} in the cache at {}",
+        model.name,
+        layers.len() - missing.len(),
+        dir.display()
+    );
+    if missing.is_empty() {
+        return Ok(out);
+    }
+    let tokens = model.encode_statements(data, ids)?;
+    progress.start(&format!("{} {domain} activations", model.name), ids.len());
+    let acts =
+        pstat_lm::extract::extract(&model.lm, ids, &tokens, &missing, |n| progress.advance(n))?;
+    progress.finish(false);
+    let provenance = Provenance::of(model, data);
+    for (&layer, mut a) in missing.iter().zip(acts) {
+        provenance.stamp(&mut a, layer);
+        a.write(&path(layer), Precision::F16)?;
+        // Every use sees what the cache holds (f16, checked against its hash on the read), so
+        // a run that extracts a layer and one that resumes from the cache compute the same.
+        out.insert(layer, Activations::read(&path(layer))?);
+    }
+    Ok(out)
+}
+
+fn check_layers(model: &LoadedModel, layers: &[usize]) -> anyhow::Result<()> {
+    if let Some(&l) = layers.iter().find(|&&l| l > model.lm.n_layers()) {
+        bail!(
+            "layer {l} is beyond the {} layers of {}",
+            model.lm.n_layers(),
+            model.name
+        );
+    }
+    Ok(())
+}
+
+/// `$PSTAT_HOME/activations`, beside the model cache (`$PSTAT_HOME/models`).
+fn cache_dir() -> anyhow::Result<PathBuf> {
+    let models = pstat_lm::registry::Cache::from_env()?;
+    Ok(models
+        .dir()
+        .parent()
+        .unwrap_or(models.dir())
+        .join("activations"))
+}
+
+/// `layer_LL.safetensors` in `dir` (the cache's and an activation folder's name alike).
+fn layer_path(dir: &Path, layer: usize) -> PathBuf {
+    dir.join(format!("layer_{layer:02}.safetensors"))
+}
+
+/// `<dir>/<model>/<domain>`: one cell of an activation folder.
+pub fn cell_dir(dir: &Path, model: &str, domain: Domain) -> PathBuf {
+    dir.join(model).join(domain.as_str())
+}
+
+/// What an activation file must have been computed from, stored in its safetensors metadata
+/// (and in an export's `export.json`); an imported file that disagrees on any field is refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// sha256 of the model file pstat runs (the GGUF, or a Hugging Face folder's weights).
+    pub model_sha256: String,
+    /// How a statement is fed ([`LoadedModel::input_signature`]): plain, or chat with the
+    /// template's hash.
+    pub input: String,
+    /// sha256 of the domain's data files.
+    pub data_hash: String,
+}
+
+impl Provenance {
+    pub fn of(model: &LoadedModel, data: &Dataset) -> Self {
+        Provenance {
+            model_sha256: model.lm.sha256().to_string(),
+            input: model.input_signature(),
+            data_hash: data.data_hash.clone(),
+        }
+    }
+
+    fn fields(&self) -> [(&'static str, &str); 3] {
+        [
+            ("model_sha256", &self.model_sha256),
+            ("input", &self.input),
+            ("data_hash", &self.data_hash),
+        ]
+    }
+
+    fn stamp(&self, acts: &mut Activations, layer: usize) {
+        for (key, value) in self.fields() {
+            acts.metadata.insert(key.into(), value.into());
+        }
+        acts.metadata.insert("layer".into(), layer.to_string());
+    }
+}
+
+/// Activations of `ids` at `layers` read from an activation folder computed elsewhere. Every
+/// file is checked against the run (content hash, model, input format, data, layer, hidden
+/// size, statement ids and every statement's token ids) and refused with its path and field;
+/// an imported file is never moved or recomputed.
+pub fn imported_activations(
+    dir: &Path,
+    model: &LoadedModel,
+    data: &Dataset,
+    ids: &[String],
+    layers: &[usize],
+) -> anyhow::Result<BTreeMap<usize, Activations>> {
+    check_layers(model, layers)?;
+    let cell = cell_dir(dir, &model.name, data.domain);
+    let expected = Provenance::of(model, data);
+    let tokens = model.encode_statements(data, ids)?;
+    let mut out = BTreeMap::new();
+    for &layer in layers {
+        let path = layer_path(&cell, layer);
+        if !path.exists() {
+            bail!(
+                "{}: missing (representational.activations = {:?} has no layer {layer} of {} {}; `pstat activations export` writes it)",
+                path.display(),
+                dir.display().to_string(),
+                model.name,
+                data.domain
+            );
+        }
+        let acts = Activations::read(&path).map_err(|e| match e {
+            ActivationsError::Corrupt { path, reason } => anyhow::anyhow!(
+                "{path}: refused: not a valid activation file, or damaged ({reason})"
+            ),
+            other => other.into(),
+        })?;
+        check_import(
+            &acts,
+            &expected,
+            layer,
+            model.lm.hidden_size(),
+            ids,
+            &tokens,
+        )
+        .map_err(|e| anyhow::anyhow!("{}: refused: {e}", path.display()))?;
+        out.insert(layer, acts);
+    }
+    Ok(out)
+}
+
+/// Whether `acts` is the run's layer `layer`: the reason it is not, naming the field.
+fn check_import(
+    acts: &Activations,
+    expected: &Provenance,
+    layer: usize,
+    hidden: usize,
+    ids: &[String],
+    tokens: &[Vec<u32>],
+) -> Result<(), String> {
+    let layer = layer.to_string();
+    for (key, want) in expected
+        .fields()
+        .into_iter()
+        .chain([("layer", layer.as_str())])
+    {
+        match acts.metadata.get(key) {
+            None => return Err(format!("metadata lacks `{key}` (expected {want:?})")),
+            Some(found) if found != want => {
+                return Err(format!(
+                    "metadata `{key}` is {found:?}, but the run has {want:?}"
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    if acts.hidden != hidden {
+        return Err(format!(
+            "`values` has {} columns, but the model's hidden size is {hidden}",
+            acts.hidden
+        ));
+    }
+    if acts.statement_ids.len() != ids.len() {
+        return Err(format!(
+            "`statement_ids` lists {} statements, but the run reads {}",
+            acts.statement_ids.len(),
+            ids.len()
+        ));
+    }
+    if let Some((i, (found, want))) = acts
+        .statement_ids
+        .iter()
+        .zip(ids)
+        .enumerate()
+        .find(|(_, (f, w))| f != w)
+    {
+        return Err(format!(
+            "`statement_ids`[{i}] is {found:?}, but the run reads {want:?} there"
+        ));
+    }
+    for (i, want) in tokens.iter().enumerate() {
+        let found = &acts.token_ids[acts.offsets[i]..acts.offsets[i + 1]];
+        if found.len() != want.len() {
+            return Err(format!(
+                "statement {:?} has {} tokens, but pstat feeds {} (`offsets`)",
+                ids[i],
+                found.len(),
+                want.len()
+            ));
+        }
+        if found != want.as_slice() {
+            return Err(format!(
+                "statement {:?}: `token_ids` differ from the ids pstat feeds",
+                ids[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One line of `statements.jsonl`.
+#[derive(Serialize)]
+struct StatementLine<'a> {
+    id: &'a str,
+    text: &'a str,
+    token_ids: &'a [u32],
+}
+
+/// `export.json`: what the files of a cell must match, and which layers the run reads.
+#[derive(Serialize)]
+struct ExportRecord<'a> {
+    model: &'a str,
+    domain: Domain,
+    #[serde(flatten)]
+    provenance: &'a Provenance,
+    hidden: usize,
+    n_layers: usize,
+    layers: &'a [usize],
+    statements: usize,
+}
+
+/// Writes the activation folder of `config` into `out`: for every model and domain the
+/// statements it reads with their token ids, `export.json`, and (unless `statements_only`)
+/// the layer files, taken from the cache or extracted into it. The layers are the veracity
+/// layer (fixed in the config, else the paper's) with the probes' offsets, or every layer
+/// when the veracity layer is chosen by the run. Returns the cell folders written.
+pub fn export(
+    config: RunConfig,
+    out: &Path,
+    statements_only: bool,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<Vec<PathBuf>> {
+    config.validate()?;
+    if config.representational.activations.is_some() {
+        bail!(
+            "representational.activations is set: the export computes activations, leave it out of the config"
+        );
+    }
+    // The split is the run's (same config, same split), built in memory: nothing is written
+    // beside the export.
+    let study = Study::preview(config, out)?;
+    let mut written = Vec::new();
+    for name in &study.config.models {
+        let model = LoadedModel::load(name)?;
+        for &domain in &study.config.domains {
+            let layers = export_layers(&study, &model, domain)?;
+            let data = study.data(domain);
+            let ids = run_statements(&study, domain);
+            let tokens = model.encode_statements(data, &ids)?;
+            let provenance = Provenance::of(&model, data);
+            let cell = cell_dir(out, &model.name, domain);
+            let text: BTreeMap<&str, &str> = data
+                .statements
+                .iter()
+                .map(|s| (s.id.as_str(), s.text.as_str()))
+                .collect();
+            let lines: Vec<StatementLine> = ids
+                .iter()
+                .zip(&tokens)
+                .map(|(id, token_ids)| StatementLine {
+                    id,
+                    text: text[id.as_str()],
+                    token_ids,
+                })
+                .collect();
+            crate::io::write_jsonl(&cell.join("statements.jsonl"), &lines)?;
+            crate::io::write_json(
+                &cell.join("export.json"),
+                &ExportRecord {
+                    model: &model.name,
+                    domain,
+                    provenance: &provenance,
+                    hidden: model.lm.hidden_size(),
+                    n_layers: model.lm.n_layers(),
+                    layers: &layers,
+                    statements: ids.len(),
+                },
+            )?;
+            if !statements_only {
+                progress.stage(&format!("{} {domain}: activations", model.name));
+                let acts = cached_activations(&model, data, &ids, &layers, progress)?;
+                for (layer, a) in acts {
+                    a.write(&layer_path(&cell, layer), Precision::F16)?;
+                }
+            }
+            written.push(cell);
+        }
+    }
+    Ok(written)
+}
+
+/// The layers a run of `study` reads for (`model`, `domain`) when its veracity layer is known
+/// before the run (fixed in the config, or the paper's), else every layer.
+fn export_layers(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result<Vec<usize>> {
+    let cfg = &study.config.representational;
+    let n = model.lm.n_layers();
+    let Some(veracity) = cfg
+        .veracity_layer
+        .or_else(|| pstat_lm::paper::paper_layer(&model.lm, domain))
+    else {
+        return Ok((1..=n).collect());
+    };
+    let mut layers = BTreeSet::from([veracity]);
+    for &probe in &cfg.probes {
+        for &offset in cfg.offsets(probe) {
+            let l = veracity as i64 + offset;
+            if l < 1 || l > n as i64 {
+                bail!(
+                    "layer {l} (veracity layer {veracity} {offset:+}) is outside 1..={n} of {}",
+                    model.name
+                );
+            }
+            layers.insert(l as usize);
+        }
+    }
+    Ok(layers.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provenance() -> Provenance {
+        Provenance {
+            model_sha256: "ab".repeat(32),
+            input: "plain: BOS + statement".into(),
+            data_hash: "cd".repeat(32),
+        }
+    }
+
+    /// Two statements of 2 and 3 tokens in 2 dimensions, stamped as layer 4.
+    fn acts() -> Activations {
+        let mut a = Activations::new(2);
+        a.push("s1", &[1, 7], &[0.5, 1.0, 1.5, 2.0]);
+        a.push("s2", &[1, 8, 9], &[0.0; 6]);
+        provenance().stamp(&mut a, 4);
+        a
+    }
+
+    #[test]
+    fn an_import_that_disagrees_with_the_run_is_refused_naming_the_field() {
+        let ids = ["s1".to_string(), "s2".to_string()];
+        let tokens = [vec![1, 7], vec![1, 8, 9]];
+        let check = |a: &Activations, layer: usize, hidden: usize, ids: &[String]| {
+            check_import(a, &provenance(), layer, hidden, ids, &tokens)
+        };
+        check(&acts(), 4, 2, &ids).unwrap();
+
+        let err = check(&acts(), 5, 2, &ids).unwrap_err();
+        assert!(
+            err.contains("`layer` is \"4\"") && err.contains("\"5\""),
+            "{err}"
+        );
+        assert!(
+            check(&acts(), 4, 3, &ids)
+                .unwrap_err()
+                .contains("hidden size is 3")
+        );
+        for key in ["model_sha256", "input", "data_hash"] {
+            let mut a = acts();
+            a.metadata.insert(key.into(), "other".into());
+            let err = check(&a, 4, 2, &ids).unwrap_err();
+            assert!(err.contains(&format!("`{key}` is \"other\"")), "{err}");
+            a.metadata.remove(key);
+            let err = check(&a, 4, 2, &ids).unwrap_err();
+            assert!(err.contains(&format!("lacks `{key}`")), "{err}");
+        }
+        let swapped = ["s2".to_string(), "s1".to_string()];
+        let err = check(&acts(), 4, 2, &swapped).unwrap_err();
+        assert!(err.contains("`statement_ids`[0] is \"s1\""), "{err}");
+        let err = check(&acts(), 4, 2, &ids[..1]).unwrap_err();
+        assert!(
+            err.contains("lists 2 statements, but the run reads 1"),
+            "{err}"
+        );
+
+        let mut a = Activations::new(2);
+        a.push("s1", &[1, 7, 7], &[0.0; 6]);
+        a.push("s2", &[1, 8, 9], &[0.0; 6]);
+        provenance().stamp(&mut a, 4);
+        let err = check(&a, 4, 2, &ids).unwrap_err();
+        assert!(
+            err.contains("\"s1\" has 3 tokens, but pstat feeds 2"),
+            "{err}"
+        );
+        let mut a = Activations::new(2);
+        a.push("s1", &[1, 7], &[0.0; 4]);
+        a.push("s2", &[1, 8, 10], &[0.0; 6]);
+        provenance().stamp(&mut a, 4);
+        let err = check(&a, 4, 2, &ids).unwrap_err();
+        assert!(err.contains("\"s2\": `token_ids` differ"), "{err}");
+    }
+}
