@@ -346,7 +346,8 @@ fn stage_commands_and_the_report() {
     assert!(probed.join("stability.csv").is_file());
     fails(&stage("probe", &probed, &["--layers", "x"]), 1, "--layers");
 
-    let familiar = s.path("familiar");
+    // The stage commands build one study in one folder.
+    let familiar = probed.clone();
     succeeds(&stage("familiarity", &familiar, &[]));
     assert!(familiar.join("familiarity.csv").is_file());
     let bad_config = s.path("bad.toml");
@@ -370,7 +371,7 @@ fn stage_commands_and_the_report() {
         "bad.toml, line 1: invalid run config: unknown field `sed`",
     );
 
-    let prompted = s.path("prompted");
+    let prompted = probed.clone();
     let prompt = |k: &'static str| {
         s.pstat(
             &[
@@ -392,8 +393,19 @@ fn stage_commands_and_the_report() {
         )
     };
     succeeds(&prompt("2"));
-    assert!(prompted.join("stability.csv").is_file());
+    let stability = std::fs::read_to_string(prompted.join("stability.csv")).unwrap();
+    assert!(
+        stability.contains(",representational,") && stability.contains(",behavioral,"),
+        "{stability}"
+    );
+    assert!(prompted.join("familiarity.csv").is_file());
     fails(&prompt("0"), 1, "--k");
+    // Another study is refused, naming the setting.
+    fails(
+        &prompt("3"),
+        1,
+        "`behavioral.k` = [2], this command asks for [3]",
+    );
 
     let run = s.path("run");
     succeeds(&s.pstat(&["run", "--config", config, "--out", arg(&run)], ""));

@@ -1,8 +1,9 @@
 //! The forward pass of every supported architecture against llama.cpp. Tiny random-weight
 //! models of each family with its real vocabulary (tools/fixtures/tiny_models.py; scripts/test
 //! builds them into `$PSTAT_TINY_MODELS`), each stored in F32, Q8_0 and Q4_K; the fixtures hold
-//! llama.cpp's log-probabilities (F32 compute, f32 KV cache) at up to four positions of 50
-//! prompts of real token ids per model (asserted on the F32 files; see `check`), most prompts longer than the sliding window where the
+//! llama.cpp's log-probabilities (F32 compute, f32 KV cache; a quantized file as its F32
+//! dequantization) at up to four positions of 50 prompts of real token ids per model and
+//! weight type, most prompts longer than the sliding window where the
 //! architecture has one. Every test point must agree on the top-1 token and within 1e-3 on the
 //! log p of llama.cpp's five most probable tokens and of the prompt's next token, both when each
 //! position is run as a whole sequence and when it continues a cached prefix.
@@ -178,12 +179,12 @@ fn check(model: &str) {
     assert_eq!(names, ["f32", "q4_k", "q8_0"], "{model}: weight types");
     let Some(dir) = models_dir() else { return };
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // Only the F32 files are compared: the Q8_0 and Q4_K references were computed by llama.cpp
-    // on the quantized files themselves, where its kernels also quantize the activations (to
-    // Q8_K/Q8_0), while pstat multiplies the dequantized weights in f32 (exact mode). Those
-    // references must come from llama.cpp on an F32 re-quantization of each file before they
-    // can be asserted (docs/deviations.md, "Tiny reference models").
-    check_variant(&fixture, "f32", &fixture.variants["f32"], &dir);
+    // The Q8_0 and Q4_K references are llama.cpp on each file's F32 dequantization: pstat keeps
+    // the stored weights and multiplies tiles dequantized to f32, where llama.cpp's quantized
+    // kernels would also quantize the activations.
+    for (name, variant) in &fixture.variants {
+        check_variant(&fixture, name, variant, &dir);
+    }
 }
 
 #[test]
@@ -194,4 +195,24 @@ fn llama3_matches_llama_cpp() {
 #[test]
 fn mistral_matches_llama_cpp() {
     check("mistral");
+}
+
+#[test]
+fn qwen2_matches_llama_cpp() {
+    check("qwen2");
+}
+
+#[test]
+fn gemma_matches_llama_cpp() {
+    check("gemma");
+}
+
+#[test]
+fn gemma2_matches_llama_cpp() {
+    check("gemma2");
+}
+
+#[test]
+fn gemma3_matches_llama_cpp() {
+    check("gemma3");
 }

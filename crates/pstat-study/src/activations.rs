@@ -13,9 +13,7 @@
 use crate::config::RunConfig;
 use crate::lock::WorkLock;
 use crate::model::LoadedModel;
-use crate::unit::{UnitKey, UnitKind};
 use crate::progress::Progress;
-use crate::stage::{Cell, Handoff};
 use crate::study::Study;
 use anyhow::bail;
 use pstat_data::activations::{Activations, ActivationsError, Precision, move_aside};
@@ -24,29 +22,6 @@ use pstat_data::{Dataset, Domain};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-/// The veracity layer and its activations for the analyses that reuse them: handed over by
-/// the representational stage, or read from the cache (or the imported folder).
-pub fn veracity_activations<'h>(
-    cell: &Cell,
-    handoff: &'h mut Handoff,
-    progress: &mut dyn Progress,
-) -> anyhow::Result<(usize, &'h Activations)> {
-    let layer = match &handoff.layer {
-        Some(choice) => choice.veracity_layer,
-        None => crate::representational::veracity_layer(cell, progress)?.veracity_layer,
-    };
-    if handoff.activations.is_none() {
-        progress.unit(&UnitKey::new(
-            &cell.model.name,
-            cell.domain,
-            UnitKind::Activations,
-        ));
-        let mut acts = extract_layers(cell.study, cell.model, cell.domain, &[layer], progress)?;
-        handoff.activations = Some(acts.remove(&layer).expect("requested layer"));
-    }
-    Ok((layer, handoff.activations.as_ref().expect("set above")))
-}
 
 /// Activations of the statements a run probes (its training statements and held-out True
 /// statements) at `layers`: from `representational.activations` when the config names a

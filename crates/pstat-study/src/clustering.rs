@@ -4,10 +4,10 @@
 //! selection; contrastive prompts per cluster, optionally labelled by an OpenAI-compatible
 //! chat endpoint.
 
-use crate::activations::veracity_activations;
 use crate::config::RunConfig;
 use crate::io::{read_record, write_json, write_manifest, write_record};
 use crate::progress::Progress;
+use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
 use crate::unit::{UnitKey, UnitKind};
 use anyhow::Context;

@@ -2,10 +2,10 @@
 //! over a seeded sample of each kind (Tables A6–A8, Fig. 2e), and within-kind distances of
 //! veracity-layer representations (Fig. 2d).
 
-use crate::activations::veracity_activations;
 use crate::config::RunConfig;
 use crate::io::{read_record, write_jsonl, write_record};
 use crate::progress::Progress;
+use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Stage, Tables};
 use crate::unit::{UnitKey, UnitKind};
 use pstat_data::activations::Activations;

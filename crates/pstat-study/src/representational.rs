@@ -423,6 +423,35 @@ impl UnitFit {
     }
 }
 
+/// The veracity layer and its activations for the analyses that reuse them: handed over by
+/// the representational stage, or read from the cache (or the imported folder).
+pub fn veracity_activations<'h>(
+    cell: &Cell,
+    handoff: &'h mut Handoff,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<(usize, &'h Activations)> {
+    let layer = match &handoff.layer {
+        Some(choice) => choice.veracity_layer,
+        None => veracity_layer(cell, progress)?.veracity_layer,
+    };
+    if handoff.activations.is_none() {
+        progress.unit(&UnitKey::new(
+            &cell.model.name,
+            cell.domain,
+            UnitKind::Activations,
+        ));
+        let mut acts = crate::activations::extract_layers(
+            cell.study,
+            cell.model,
+            cell.domain,
+            &[layer],
+            progress,
+        )?;
+        handoff.activations = Some(acts.remove(&layer).expect("requested layer"));
+    }
+    Ok((layer, handoff.activations.as_ref().expect("set above")))
+}
+
 /// The veracity layer of a (model, domain), persisted in `layers.json`: a layer fixed in the
 /// run config wins; else the paper's Table A3 layer when the model is one of the paper's;
 /// else the criterion the Table A3 layers come from ([`select_layer`]).

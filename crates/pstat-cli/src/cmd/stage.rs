@@ -31,7 +31,7 @@ pub struct Target {
 
 impl Target {
     /// The config with this model and domain and every stage off.
-    fn base(&self) -> anyhow::Result<RunConfig> {
+    pub fn base(&self) -> anyhow::Result<RunConfig> {
         let mut c = match &self.config {
             Some(path) => RunConfig::from_file(path)?,
             None => RunConfig::default(),
