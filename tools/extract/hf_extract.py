@@ -5,17 +5,20 @@ Hugging Face transformers, for a run to read with `representational.activations`
 Usage:
   python hf_extract.py --model HF_FOLDER_OR_ID --dir ACTIVATIONS [--layers 14,15,16]
                        [--device cuda] [--dtype bfloat16] [--batch-tokens 32768]
+                       [--pstat path/to/pstat [--pstat-model NAME]]
 
 For every `<model>/<domain>/export.json` under ACTIVATIONS (or ACTIVATIONS itself when it holds
 one) it reads `statements.jsonl` and writes `layer_LL.safetensors` for the layers export.json
 lists (or --layers): every token's hidden state `hidden_states[LL]` (the output of block LL, as
-pstat counts layers), in the same ragged format and with the same metadata pstat writes, so that
-pstat checks them like its own files.
+pstat counts layers; for the last block its output before the final norm, which transformers'
+last `hidden_states` entry includes), in the same ragged format and with the same metadata pstat
+writes, so that pstat checks them like its own files.
 
 The model is fed exactly the token ids pstat feeds (statements.jsonl), never its own
 tokenization. Before any forward pass the Hugging Face tokenizer of the folder must give the same
 ids for every statement (the statement as the only user turn of the chat template without a
-generation prompt for chat models; BOS + statement otherwise): a mismatch means the folder is
+generation prompt for chat models; BOS + statement otherwise), and with --pstat the prompt text
+transformers renders must give them through `pstat tokenize` too: a mismatch means the folder is
 not the model the run uses (another tokenizer or template), and nothing is written.
 
 The provenance pstat checks (model sha256, input format, data hash) is copied from export.json:
@@ -32,6 +35,7 @@ Needs torch, transformers, numpy, safetensors and xxhash.
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,6 +99,45 @@ def check_tokenization(tokenizer, statements, chat: bool, cell: Path):
         )
 
 
+def check_with_pstat(pstat: str, pstat_model: str, tokenizer, statements, chat: bool, cell: Path):
+    """The prompts as transformers renders them, tokenized by `pstat tokenize`: for a chat
+    model the template's text with control tokens parsed (BOS added only where the template
+    did not write it, as pstat does), else BOS + statement. Each must give pstat's ids, so the
+    folder's chat template renders the prompt pstat feeds."""
+    texts, flags = [], []
+    for s in statements:
+        if chat:
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": s["text"]}], tokenize=False, add_generation_prompt=False
+            )
+            bos = tokenizer.bos_token
+            texts.append(text)
+            flags.append(["--parse-special"] + (["--no-bos"] if bos and text.startswith(bos) else []))
+        else:
+            texts.append(s["text"])
+            flags.append([])
+    # One `pstat tokenize` call per set of flags, lines in statement order.
+    ids = [None] * len(statements)
+    for variant in {tuple(f) for f in flags}:
+        which = [i for i, f in enumerate(flags) if tuple(f) == variant]
+        lines = "".join(json.dumps(texts[i]) + "\n" for i in which)
+        result = subprocess.run(
+            [pstat, "tokenize", "--model", pstat_model, "--json", *variant],
+            input=lines, capture_output=True, text=True, check=False,
+        )
+        if result.returncode != 0:
+            sys.exit(f"pstat tokenize failed: {result.stderr.strip()}")
+        for i, line in zip(which, result.stdout.splitlines()):
+            ids[i] = json.loads(line)["ids"]
+    bad = [s for s, got in zip(statements, ids) if got != s["token_ids"]]
+    if bad:
+        sys.exit(
+            f"{cell / 'statements.jsonl'}: `pstat tokenize` of the prompt transformers renders "
+            f"differs from the ids pstat feeds on {len(bad)} of {len(statements)} statements, "
+            f"e.g. {bad[0]['id']!r}; the folder's chat template is not the model's"
+        )
+
+
 def batches(lengths, batch_tokens: int):
     """Statement indices in batches of similar length, at most `batch_tokens` padded tokens."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
@@ -108,10 +151,24 @@ def batches(lengths, batch_tokens: int):
         yield batch
 
 
+def last_block_output(model):
+    """A hook on the last decoder block keeping its output: transformers' last
+    `hidden_states` entry has the final norm applied, pstat's last layer does not."""
+    captured = {}
+
+    def keep(_module, _inputs, output):
+        captured["h"] = output[0] if isinstance(output, tuple) else output
+
+    model.get_decoder().layers[-1].register_forward_hook(keep)
+    return captured
+
+
 def extract(model, statements, layers, batch_tokens: int, device):
     """Per layer, each statement's [tokens, hidden] float32 rows, in statement order."""
     lengths = [len(s["token_ids"]) for s in statements]
     out = {l: [None] * len(statements) for l in layers}
+    n_layers = model.config.num_hidden_layers
+    last = last_block_output(model) if n_layers in layers else None
     with torch.no_grad():
         for batch in batches(lengths, batch_tokens):
             width = max(lengths[i] for i in batch)
@@ -124,7 +181,8 @@ def extract(model, statements, layers, batch_tokens: int, device):
                 input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True
             )
             for l in layers:
-                states = result.hidden_states[l].float().cpu().numpy()
+                hidden = last["h"] if l == n_layers else result.hidden_states[l]
+                states = hidden.float().cpu().numpy()
                 for row, i in enumerate(batch):
                     out[l][i] = states[row, : lengths[i]]
     return out
@@ -147,6 +205,8 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--batch-tokens", type=int, default=32768)
+    parser.add_argument("--pstat", help="a pstat binary: also check the rendered prompts with `pstat tokenize`")
+    parser.add_argument("--pstat-model", help="the model as pstat names it (registry name, GGUF or folder), for --pstat")
     args = parser.parse_args()
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
 
@@ -165,7 +225,10 @@ def main():
             )
         if any(not 1 <= l <= n_layers for l in layers):
             sys.exit(f"--layers: every layer must be in 1..={n_layers}")
-        check_tokenization(tokenizer, statements, export["input"].startswith("chat"), cell)
+        chat = export["input"].startswith("chat")
+        check_tokenization(tokenizer, statements, chat, cell)
+        if args.pstat:
+            check_with_pstat(args.pstat, args.pstat_model or args.model, tokenizer, statements, chat, cell)
         states = extract(model, statements, layers, args.batch_tokens, args.device)
         token_ids = [t for s in statements for t in s["token_ids"]]
         lengths = [len(s["token_ids"]) for s in statements]
