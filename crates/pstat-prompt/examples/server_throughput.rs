@@ -7,6 +7,7 @@
 //! PSTAT_TEST_LLAMA_SERVER=/path/to/python-with-llama_cpp \
 //!   cargo run --release -p pstat-prompt --example server_throughput -- [STATEMENTS] [THREADS]
 //! ```
+//! (or PSTAT_LLAMA_VENV=/path/to/venv, the venv scripts/test builds, for its `bin/python`)
 //! STATEMENTS per unit (default 30; four units: no context and Fictional K = 20, chat and
 //! plain), THREADS for the server (default 2; the embedded runtime uses rayon's default).
 
@@ -63,7 +64,11 @@ fn main() {
     let statements: usize = args.next().map_or(30, |a| a.parse().expect("STATEMENTS"));
     let threads: usize = args.next().map_or(2, |a| a.parse().expect("THREADS"));
     let python = std::env::var("PSTAT_TEST_LLAMA_SERVER")
-        .expect("set PSTAT_TEST_LLAMA_SERVER to a Python with llama_cpp[server]");
+        .or_else(|_| std::env::var("PSTAT_LLAMA_VENV").map(|venv| format!("{venv}/bin/python")))
+        .expect("set PSTAT_TEST_LLAMA_SERVER to a Python with llama_cpp[server], or PSTAT_LLAMA_VENV to its venv");
+    // The load says whether the machine was shared while the numbers were taken.
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load average before: {}", load().trim());
     let path = pstat_lm::registry::resolve("smollm2-135m-instruct").unwrap();
     let codec = EmbeddedCodec::open(&path).unwrap();
     let units = support::units::city_units(&codec, statements);
@@ -116,4 +121,5 @@ fn main() {
         let t = timed(&mut scorer, &units, &|| server.cpu_seconds());
         row("llama.cpp server", &concurrency.to_string(), &t);
     }
+    println!("load average after: {}", load().trim());
 }

@@ -129,13 +129,32 @@ fn read_json_opt<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportEr
         .map_err(|e| ReportError::input(path, e))
 }
 
+/// A `result.json` as the run writes it, a record with its content hash (checked when the run
+/// reads it back), or the bare result of folders written before the hash.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StoredCluster {
+    Record { record: ClusterResult },
+    Bare(ClusterResult),
+}
+
+impl StoredCluster {
+    fn result(self) -> ClusterResult {
+        match self {
+            StoredCluster::Record { record } | StoredCluster::Bare(record) => record,
+        }
+    }
+}
+
 /// `clusters/<model>/<domain>/result.json`, in sorted path order so reports are reproducible.
 fn read_cluster_results(root: &Path) -> Result<Vec<ClusterResult>, ReportError> {
     let mut out = Vec::new();
     for model_dir in sorted_subdirs(root)? {
         for domain_dir in sorted_subdirs(&model_dir)? {
             let path = domain_dir.join("result.json");
-            if let Some(mut result) = read_json_opt::<ClusterResult>(&path)? {
+            if let Some(mut result) =
+                read_json_opt::<StoredCluster>(&path)?.map(StoredCluster::result)
+            {
                 if result.labels.len() != result.embedding_2d.len() {
                     return Err(ReportError::input(
                         &path,

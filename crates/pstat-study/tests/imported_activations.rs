@@ -76,7 +76,7 @@ fn exported_activations_read_back_give_the_same_tables_and_tampering_is_refused(
         pstat_study::activations::export(config(&model, None), &exported, false, &mut Silent)
             .unwrap();
     let cell = exported.join("tiny-llama").join("city_locations");
-    assert_eq!(cells, [cell.clone()]);
+    assert_eq!(cells, std::slice::from_ref(&cell));
     for file in [
         "layer_02.safetensors",
         "layer_03.safetensors",
