@@ -66,6 +66,27 @@ pub fn execute_scoped(
     scope: Scope,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<()> {
+    run(config, out, scope, false, progress)
+}
+
+/// [`execute`] for a single-stage command: where `out` already holds a study, `config`'s
+/// stages are added to it ([`RunConfig::continued_by`], refused when the studies differ in
+/// anything else) and the folder's `config.toml` becomes the study with them.
+pub fn execute_stage(
+    config: RunConfig,
+    out: &Path,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    run(config, out, Scope::All, true, progress)
+}
+
+fn run(
+    mut config: RunConfig,
+    out: &Path,
+    scope: Scope,
+    continuing: bool,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<()> {
     config.validate()?;
     if out.exists() && !out.is_dir() {
         bail!(
@@ -78,6 +99,9 @@ pub fn execute_scoped(
         Scope::Shard(_) => RunLock::acquire_shared(out)?,
         _ => RunLock::acquire(out)?,
     };
+    if continuing {
+        config = continue_study(out, config)?;
+    }
     guard_config(out, &config, progress)?;
     if let Scope::Shard(shard) = scope {
         progress.note(&format!("shard {shard}: computing this shard's units only"));
@@ -334,6 +358,29 @@ fn guard_config(out: &Path, config: &RunConfig, progress: &mut dyn Progress) -> 
         },
     )
     .with_context(|| format!("writing {}", manifest.display()))
+}
+
+/// The study of `out` with `config`'s stages added, written to its `config.toml` when that
+/// changes it (the manifest, which names the config's hash, is rewritten by the guard).
+fn continue_study(out: &Path, config: RunConfig) -> anyhow::Result<RunConfig> {
+    let path = out.join("config.toml");
+    if !path.is_file() {
+        return Ok(config);
+    }
+    let held = RunConfig::from_file(&path)?;
+    let merged = held
+        .continued_by(&config)
+        .with_context(|| format!("{}: cannot add this stage", out.display()))?;
+    if merged != held {
+        write_atomic(&path, toml::to_string(&merged)?.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        let manifest = out.join("manifest.json");
+        if manifest.exists() {
+            std::fs::remove_file(&manifest)
+                .with_context(|| format!("removing {}", manifest.display()))?;
+        }
+    }
+    Ok(merged)
 }
 
 /// Whether `out` holds a run of `config` (false: no run yet); an error when it holds another.

@@ -4,7 +4,6 @@
 //! only if its config matches).
 
 use crate::output::outln;
-use anyhow::Context;
 use clap::Args;
 use pstat_data::Domain;
 use pstat_study::RunConfig;
@@ -152,17 +151,9 @@ pub fn cluster(args: ClusterModelArgs) -> anyhow::Result<()> {
 }
 
 /// Runs `config`'s stage into `out`; a folder that already holds a study gets the stage
-/// added to it ([`RunConfig::continued_by`]), so the stage commands build one study.
+/// added to it, so the stage commands build one study.
 pub fn execute(config: RunConfig, out: &Path) -> anyhow::Result<()> {
-    let held = out.join("config.toml");
-    let config = if held.is_file() {
-        RunConfig::from_file(&held)?
-            .continued_by(&config)
-            .with_context(|| format!("{}: cannot add this stage", out.display()))?
-    } else {
-        config
-    };
-    pstat_study::execute(
+    pstat_study::execute_stage(
         config,
         out,
         super::run::reporter(out, false, false).as_mut(),
