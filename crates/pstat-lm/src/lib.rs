@@ -23,6 +23,7 @@ pub mod model;
 pub mod paper;
 pub mod registry;
 pub mod runtime;
+pub mod score;
 pub mod tokenizer;
 pub mod weights;
 
@@ -60,6 +61,13 @@ pub fn is_model_input_error(err: &(dyn std::error::Error + 'static)) -> bool {
             chat::ChatError::Tokenizer(t) => is_model_input_error(t),
             chat::ChatError::NoTemplate(_) => false,
             _ => true,
+        };
+    }
+    if let Some(e) = err.downcast_ref::<score::ScoreError>() {
+        return match e {
+            score::ScoreError::Load(t) => is_model_input_error(t),
+            score::ScoreError::Model(l) => is_model_input_error(l),
+            _ => false,
         };
     }
     if let Some(e) = err.downcast_ref::<input::InputError>() {
