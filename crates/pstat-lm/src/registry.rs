@@ -186,6 +186,17 @@ fn manual_steps(spec: &ModelSpec, cache: &Path) -> String {
     )
 }
 
+/// One model's outcome under [`Cache::verify_models`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Verification {
+    pub name: &'static str,
+    pub path: PathBuf,
+    pub ok: bool,
+    /// Why the file was refused, with what to do about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// The model cache: `$PSTAT_HOME/models`, where `PSTAT_HOME` defaults to
 /// `$XDG_CACHE_HOME/pstat` or `~/.cache/pstat`.
 #[derive(Debug, Clone)]
@@ -349,6 +360,49 @@ impl Cache {
             });
         }
         write_stamp(&path, &actual, bytes, modified_ns).map_err(|e| self.io(&path, e))
+    }
+
+    /// `pstat models verify`: the full hash check of each named registry model (every cached
+    /// one when `names` is empty), with what to do about a file that fails.
+    pub fn verify_models(&self, names: &[String]) -> Result<Vec<Verification>, RegistryError> {
+        let specs: Vec<&'static ModelSpec> = if names.is_empty() {
+            let cached = self.list();
+            MODELS
+                .iter()
+                .filter(|spec| cached.iter().any(|c| c.name == spec.name))
+                .collect()
+        } else {
+            names
+                .iter()
+                .map(|name| find(name).ok_or(RegistryError::Unknown(name.clone())))
+                .collect::<Result<_, _>>()?
+        };
+        Ok(specs
+            .into_iter()
+            .map(|spec| {
+                let path = self.path_of(spec);
+                let error = if path.is_file() {
+                    self.verify_full(spec).err().map(|e| {
+                        format!(
+                            "{e}; remove it and run `pstat models pull {}` to fetch it again",
+                            spec.name
+                        )
+                    })
+                } else {
+                    Some(format!(
+                        "{}: not in the cache (run `pstat models pull {}`)",
+                        path.display(),
+                        spec.name
+                    ))
+                };
+                Verification {
+                    name: spec.name,
+                    path,
+                    ok: error.is_none(),
+                    error,
+                }
+            })
+            .collect())
     }
 
     /// Registry models present in the cache.

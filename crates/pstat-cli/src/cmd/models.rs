@@ -86,56 +86,8 @@ pub fn run(command: ModelsCommand) -> anyhow::Result<()> {
     }
 }
 
-/// One model's outcome under `pstat models verify`.
-#[derive(serde::Serialize)]
-struct Verified {
-    name: &'static str,
-    path: std::path::PathBuf,
-    ok: bool,
-    /// Why the file was refused, with what to do about it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-}
-
 fn verify(cache: &Cache, names: &[String], json: bool) -> anyhow::Result<()> {
-    let specs: Vec<&'static registry::ModelSpec> = if names.is_empty() {
-        let cached = cache.list();
-        registry::MODELS
-            .iter()
-            .filter(|spec| cached.iter().any(|c| c.name == spec.name))
-            .collect()
-    } else {
-        names
-            .iter()
-            .map(|name| registry::find(name).ok_or(RegistryError::Unknown(name.clone())))
-            .collect::<Result<_, _>>()?
-    };
-    let results: Vec<Verified> = specs
-        .iter()
-        .map(|spec| {
-            let path = cache.path_of(spec);
-            let error = if path.is_file() {
-                cache.verify_full(spec).err().map(|e| {
-                    format!(
-                        "{e}; remove it and run `pstat models pull {}` to fetch it again",
-                        spec.name
-                    )
-                })
-            } else {
-                Some(format!(
-                    "{}: not in the cache (run `pstat models pull {}`)",
-                    path.display(),
-                    spec.name
-                ))
-            };
-            Verified {
-                name: spec.name,
-                path,
-                ok: error.is_none(),
-                error,
-            }
-        })
-        .collect();
+    let results = cache.verify_models(names)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&results)?)?;
     } else if results.is_empty() {
