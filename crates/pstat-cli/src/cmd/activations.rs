@@ -2,6 +2,7 @@
 //! copy to another run or to fill on another machine (tools/extract/hf_extract.py) and read
 //! back with `representational.activations`.
 
+use crate::output::outln;
 use clap::{Args, Subcommand};
 use pstat_study::RunConfig;
 use std::path::PathBuf;
@@ -38,7 +39,7 @@ pub fn run(command: ActivationsCommand) -> anyhow::Result<()> {
                 args.statements_only,
                 progress.as_mut(),
             )? {
-                println!("{}", cell.display());
+                outln!("{}", cell.display())?;
             }
             Ok(())
         }
