@@ -246,12 +246,13 @@ impl CellPlan<'_> {
                 });
             }
         }
-        // Extraction is needed only while some probe unit is missing.
+        // Extraction is needed only while some probe unit is missing, and never when the
+        // activations are imported (reading them back is not model work).
         let statements = bags + study.held_out_true(self.domain).len();
         units.push(self.unit(
             self.key(UnitKind::Activations),
             Work::Statements(statements),
-            probes.iter().all(|p| p.done),
+            cfg.activations.is_some() || probes.iter().all(|p| p.done),
         ));
         units.extend(probes);
     }
