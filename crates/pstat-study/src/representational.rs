@@ -379,6 +379,8 @@ struct UnitRecord {
     c_source: Option<String>,
     /// Mean CV average precision per C of the grid (undefined where the C was skipped).
     cv_scores: Vec<(f64, Option<f64>)>,
+    /// The C values the search skipped because their fit was degenerate, with the reason.
+    cv_skipped: Vec<(f64, String)>,
     /// Training bags per kind, shared by every Θ.
     kind_counts: Vec<(Kind, usize)>,
 }
@@ -396,6 +398,7 @@ impl UnitFit {
             c: None,
             c_source: None,
             cv_scores: Vec::new(),
+            cv_skipped: Vec::new(),
             kind_counts: training.kind_counts(),
         };
         if probe != Probe::Sawmil {
@@ -427,6 +430,12 @@ impl UnitFit {
             .iter()
             .flat_map(|s| &s.scores)
             .map(|s| (s.c, s.degenerate.is_none().then_some(s.mean)))
+            .collect();
+        record.cv_skipped = report
+            .search
+            .iter()
+            .flat_map(|s| s.skipped())
+            .map(|(c, why)| (c, why.to_string()))
             .collect();
         Ok(UnitFit {
             params: Box::new(params.with_c(c)),
