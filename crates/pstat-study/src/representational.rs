@@ -300,9 +300,12 @@ fn probe_unit(
         judgments: BTreeMap::new(),
     };
     let mut failures = Vec::new();
+    // Per condition: whether its fit converged (sAwMIL; `None` for Mass-Mean).
+    let mut converged: HashMap<&str, Option<bool>> = HashMap::new();
     for condition in conditions {
         match fit.fit(&training, condition) {
             Ok(trained) => {
+                converged.insert(&condition.name, trained.converged);
                 let judged = judge(&trained, acts, &held_out)?;
                 // The probe itself, so anyone can reload and rescore it (`pstat sawmil
                 // predict`); the unit's record, written last, marks the unit done.
@@ -351,8 +354,16 @@ fn probe_unit(
             condition: condition.name.clone(),
             ..RowKey::default()
         };
+        let baseline_converged = study
+            .conditions
+            .baseline()
+            .and_then(|b| converged.get(b.name.as_str()).copied().flatten());
+        let perturbed_converged = converged.get(condition.name.as_str()).copied().flatten();
         done.rows.push(StabilityRow {
             c: fit.record.c,
+            converged: baseline_converged
+                .zip(perturbed_converged)
+                .map(|(b, p)| b && p),
             ..stability_row(key, &cmp, bootstrap)
         });
     }
@@ -961,6 +972,33 @@ mod tests {
         (study, acts)
     }
 
+    /// sAwMIL rows say whether the baseline's and the perturbed probe's QPs converged.
+    #[test]
+    fn sawmil_rows_record_convergence() {
+        let dir = tempfile::tempdir().unwrap();
+        let (study, mut acts) = toy_study(dir.path());
+        // The toy shifts every token of a statement alike; sAwMIL's stage 2 needs the known
+        // positives (the last two tokens) to differ from the rest, so the first two go to 0.
+        for i in 0..acts.len() {
+            let start = acts.offsets[i] * acts.hidden;
+            acts.values[start..start + 2 * acts.hidden].fill(0.0);
+        }
+        let unit = probe_unit(
+            &study,
+            "toy",
+            Domain::CityLocations,
+            (Probe::Sawmil, 5),
+            &acts,
+            &dir.path().join("sawmil"),
+            &mut crate::Silent,
+        )
+        .unwrap();
+        assert!(!unit.rows.is_empty());
+        for row in &unit.rows {
+            assert_eq!(row.converged, Some(true), "{}", row.condition);
+        }
+    }
+
     #[test]
     fn a_probe_unit_counts_retractions_from_its_judgments_and_reads_back() {
         let dir = tempfile::tempdir().unwrap();
@@ -996,6 +1034,7 @@ mod tests {
                 row.condition
             );
             assert_eq!((row.probe, row.layer), (probe, Some(5)));
+            assert_eq!(row.converged, None, "Mass-Mean has no solver to converge");
         }
         assert!(
             unit.rows.iter().any(|r| r.retractions > 0),

@@ -47,6 +47,11 @@ pub struct StabilityRow {
     /// rate is not a K-statement rate. Empty where there is no context.
     #[serde(default)]
     pub short_context: Option<bool>,
+    /// sAwMIL rows: whether the QPs of both the baseline and the perturbed probe converged
+    /// before the solver's caps (`false`: at least one fit is approximate). Empty for Mass-Mean
+    /// and behavioral rows.
+    #[serde(default)]
+    pub converged: Option<bool>,
 }
 
 /// The identifying columns of a [`StabilityRow`], apart from the measured values.
@@ -82,7 +87,7 @@ impl StabilityRow {
 }
 
 /// The columns of `stability.csv`, in order.
-pub const STABILITY_COLUMNS: [&str; 24] = [
+pub const STABILITY_COLUMNS: [&str; 25] = [
     "model",
     "domain",
     "instantiation",
@@ -107,6 +112,7 @@ pub const STABILITY_COLUMNS: [&str; 24] = [
     "c",
     "context_size",
     "short_context",
+    "converged",
 ];
 
 fn opt<T: ToString>(v: &Option<T>) -> String {
@@ -482,7 +488,7 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join("stability.csv")).unwrap();
         assert_eq!(text.lines().next().unwrap(), STABILITY_COLUMNS.join(","));
         assert!(
-            text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,,,\n"),
+            text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,,,,\n"),
             "{text}"
         );
         assert_eq!(read_table::<StabilityRow>(dir.path()).unwrap(), rows);
