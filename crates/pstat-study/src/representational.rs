@@ -2,7 +2,7 @@
 //! (or reuse) the activations of layers l−2..l+2, retrain every probe under every Θ and judge
 //! the held-out True statements.
 
-use crate::io::{read_json, read_record, write_json, write_manifest, write_record};
+use crate::io::{read_record, write_json, write_manifest, write_record};
 use crate::lock::WorkLock;
 use crate::model::LoadedModel;
 use crate::plan::{UnitKey, UnitKind};
@@ -476,10 +476,10 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
         model,
         domain,
     } = cell;
-    let path = cell.dir("representational").join("layers.json");
+    let path = layers_path(&cell.dir("representational"));
     // Concurrent shards of the cell wait for the first one's choice instead of repeating it.
     let _lock = WorkLock::wait(&cell.dir("representational").join(".layers.lock"))?;
-    if let Some(choice) = read_json::<LayerChoice>(&path, progress)? {
+    if let Some(choice) = read_record::<LayerChoice>(&path, progress)? {
         return Ok(choice);
     }
     let n_layers = model.lm.n_layers();
@@ -513,8 +513,16 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
         let train = study.stratified_train(*domain, n);
         select_layer(study, model, *domain, &train, progress)?
     };
-    write_json(&path, &choice)?;
+    write_record(&path, &choice)?;
     Ok(choice)
+}
+
+/// `<cell>/representational/layers.json`: the cell's veracity-layer choice and its curve, a
+/// hash-checked record like a unit's ([`write_record`]): every later stage and every resumed
+/// run reads the layer from it, so a garbled digit would move every probe to another layer.
+/// A damaged one is moved aside and the choice recomputed ([`read_record`]).
+pub fn layers_path(representational: &Path) -> PathBuf {
+    representational.join("layers.json")
 }
 
 /// C of the selection probes: the upstream default (`C: 1.0`). A C search per layer would
@@ -970,6 +978,63 @@ mod tests {
             scope: crate::shard::Scope::All,
         };
         (study, acts)
+    }
+
+    /// Keeps the notes a run would show.
+    #[derive(Default)]
+    struct Notes(Vec<String>);
+
+    impl pstat_prompt::Progress for Notes {
+        fn start(&mut self, _: &str, _: usize) {}
+        fn advance(&mut self, _: usize) {}
+        fn finish(&mut self, _: bool) {}
+    }
+
+    impl Progress for Notes {
+        fn stage(&mut self, _: &str) {}
+        fn note(&mut self, message: &str) {
+            self.0.push(message.to_string());
+        }
+    }
+
+    /// layers.json is a hash-checked record: read back as written; with one digit of the layer
+    /// changed (same size, still valid JSON) it is named in a warning, moved aside and not used.
+    #[test]
+    fn a_garbled_layers_json_is_moved_aside_and_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = layers_path(dir.path());
+        let choice = LayerChoice {
+            model: "m".into(),
+            domain: Domain::CityLocations.to_string(),
+            veracity_layer: 17,
+            criterion: "test".into(),
+            scores: vec![LayerScore {
+                layer: 17,
+                average_precision: Some(0.75),
+                window_average_precision: Some(0.7),
+                auc: Some(0.8),
+            }],
+        };
+        crate::io::write_record(&path, &choice).unwrap();
+        let read = read_record::<LayerChoice>(&path, &mut crate::Silent).unwrap();
+        assert_eq!(read, Some(choice));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let garbled = text.replace("\"veracity_layer\": 17", "\"veracity_layer\": 13");
+        assert_ne!(garbled, text);
+        std::fs::write(&path, garbled).unwrap();
+        let mut notes = Notes::default();
+        assert_eq!(read_record::<LayerChoice>(&path, &mut notes).unwrap(), None);
+        assert!(!path.exists());
+        assert!(dir.path().join("layers.json.corrupt").is_file());
+        let named = path.display().to_string();
+        assert!(
+            notes
+                .0
+                .iter()
+                .any(|n| n.contains("warning") && n.contains(&named)),
+            "{:?}",
+            notes.0
+        );
     }
 
     /// sAwMIL rows say whether the baseline's and the perturbed probe's QPs converged.
