@@ -24,6 +24,11 @@ use std::path::Path;
 /// Fit-predict in the linfa style: parameters fit a training set into a probe.
 pub trait ProbeParams {
     fn fit(&self, set: &TrainingSet) -> Result<TrainedProbe>;
+    /// How many of a training set's first bags the final fit sees when `available` are given
+    /// (sAwMIL fits the first `train_bag_limit`; Mass-Mean all of them).
+    fn training_bags(&self, available: usize) -> usize {
+        available
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -88,6 +88,10 @@ impl ProbeParams for SawMilParams {
     fn fit(&self, set: &TrainingSet) -> Result<TrainedProbe> {
         Ok(self.fit_report(set)?.probe)
     }
+
+    fn training_bags(&self, available: usize) -> usize {
+        available.min(self.train_bag_limit)
+    }
 }
 
 /// A fitted probe with what the fit decided on the way.

@@ -17,7 +17,7 @@ use pstat_data::{Condition, Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
-use pstat_tables::{Instantiation, LayerChoice, LayerScore, Probe};
+use pstat_tables::{Instantiation, LayerChoice, LayerScore, Probe, RelabelledRow};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -128,6 +128,7 @@ impl Stage for Representational {
                     .extend(unit.comparisons(cell, probe, layer)?);
             }
             tables.stability.extend(unit.rows);
+            tables.relabelled.extend(unit.relabelled);
         }
         if let Some(acts) = activations.remove(&choice.veracity_layer) {
             handoff.activations = Some(acts);
@@ -153,6 +154,8 @@ pub fn unit_dir(representational: &Path, probe: Probe, layer: usize) -> PathBuf 
 struct ProbeUnit {
     rows: Vec<StabilityRow>,
     judgments: BTreeMap<String, Vec<ProbeJudgment>>,
+    /// Per fitted Θ and kind: the training bags its probe saw, and how many Θ relabelled.
+    relabelled: Vec<RelabelledRow>,
 }
 
 impl ProbeUnit {
@@ -298,7 +301,9 @@ fn probe_unit(
     let mut done = ProbeUnit {
         rows: Vec::new(),
         judgments: BTreeMap::new(),
+        relabelled: Vec::new(),
     };
+    let seen = fit.params.training_bags(training.len());
     let mut failures = Vec::new();
     // Per condition: whether its fit converged (sAwMIL; `None` for Mass-Mean).
     let mut converged: HashMap<&str, Option<bool>> = HashMap::new();
@@ -306,6 +311,23 @@ fn probe_unit(
         match fit.fit(&training, condition) {
             Ok(trained) => {
                 converged.insert(&condition.name, trained.converged);
+                if let Some(baseline) = study.conditions.baseline() {
+                    done.relabelled.extend(
+                        training
+                            .relabelled(condition, baseline, seen)
+                            .into_iter()
+                            .map(|r| RelabelledRow {
+                                model: model.to_string(),
+                                domain: domain.to_string(),
+                                probe,
+                                layer,
+                                condition: condition.name.clone(),
+                                kind: r.kind.as_str().to_string(),
+                                bags: r.bags,
+                                relabelled: r.relabelled,
+                            }),
+                    );
+                }
                 let judged = judge(&trained, acts, &held_out)?;
                 // The probe itself, so anyone can reload and rescore it (`pstat sawmil
                 // predict`); the unit's record, written last, marks the unit done.
@@ -1105,6 +1127,37 @@ mod tests {
             unit.rows.iter().any(|r| r.retractions > 0),
             "the toy retracts"
         );
+        // Every fitted Θ saw all 160 training bags (and the Noise bags); the baseline
+        // relabels none, a Θ that moves a kind relabels all of that kind's bags.
+        let noise = unit
+            .relabelled
+            .iter()
+            .find(|r| r.condition == "baseline" && r.kind == "noise")
+            .map_or(0, |r| r.bags);
+        for condition in unit.judgments.keys() {
+            let of: Vec<&RelabelledRow> = unit
+                .relabelled
+                .iter()
+                .filter(|r| &r.condition == condition)
+                .collect();
+            assert_eq!(of.iter().map(|r| r.bags).sum::<usize>(), 160 + noise);
+            assert!(
+                of.iter()
+                    .all(|r| r.relabelled == 0 || r.relabelled == r.bags)
+            );
+            if condition == "baseline" {
+                assert!(of.iter().all(|r| r.relabelled == 0));
+            }
+        }
+        // The toy has Synthetic TF statements (no Synthetic FI ones): moving them to True
+        // relabels exactly their 40 bags.
+        let moved: usize = unit
+            .relabelled
+            .iter()
+            .filter(|r| r.condition == "synthetic_tf")
+            .map(|r| r.relabelled)
+            .sum();
+        assert_eq!(moved, 40);
         // The stage's retraction labels name the probe and condition of each retraction.
         let mut retractions = crate::stage::Retractions::default();
         unit.add_retractions(&study, probe, &mut retractions);

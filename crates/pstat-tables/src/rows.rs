@@ -400,6 +400,36 @@ impl Table for ThemeRow {
     }
 }
 
+/// One row of `relabelled_bags.csv`: of the training bags of one kind that the probe of a
+/// (model, domain, layer) saw under Θ, how many Θ labelled differently from Θ0. A kind is
+/// relabelled whole or not at all; the baseline's rows have 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelabelledRow {
+    pub model: String,
+    pub domain: String,
+    pub probe: Probe,
+    pub layer: usize,
+    pub condition: String,
+    /// Statement kind (`noise` for the Gaussian sequences).
+    pub kind: String,
+    pub bags: usize,
+    pub relabelled: usize,
+}
+
+impl Table for RelabelledRow {
+    const FILE: &'static str = "relabelled_bags.csv";
+    fn key(&self) -> String {
+        key_of(&[
+            &self.model,
+            &self.domain,
+            self.probe.as_str(),
+            &self.layer.to_string(),
+            &self.condition,
+            &self.kind,
+        ])
+    }
+}
+
 /// One entry of `layers.json`: how the veracity layer of a (model, domain) was chosen.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerChoice {
