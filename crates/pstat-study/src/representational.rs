@@ -17,7 +17,7 @@ use pstat_data::{Condition, Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
-use pstat_tables::{Instantiation, LayerChoice, LayerScore, Probe, RelabelledRow};
+use pstat_tables::{BASELINE_REFIT, Instantiation, LayerChoice, LayerScore, Probe, RelabelledRow};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -294,9 +294,10 @@ fn probe_unit(
     write_json(&unit.join("probe.json"), &fit.record)?;
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
+    // Every condition, then the baseline's refit.
     progress.start(
         &format!("{} {domain} {probe} layer {layer}", model),
-        conditions.len(),
+        conditions.len() + 1,
     );
     let mut done = ProbeUnit {
         rows: Vec::new(),
@@ -339,6 +340,26 @@ fn probe_unit(
         }
         progress.advance(1);
     }
+    // The noise floor: the baseline refit, with the same hyperparameters, on another seeded
+    // shuffle of the same training statements (so other bags fall within the fit's bag limit,
+    // bags are capped and visited in another order) and another draw of the Noise bags. Its
+    // rates against the baseline are what refitting alone moves, with no relabelling.
+    if let Some(base) = study.conditions.baseline()
+        && done.judgments.contains_key(&base.name)
+    {
+        let refit_seed = study.seed_for(&format!("probe-refit:{model}:{domain}:{layer}"));
+        let reshuffled = ConditionTraining::new(study.data(domain), &split, acts, refit_seed)?;
+        match reshuffled.fit(base, fit.params.as_ref()) {
+            Ok(trained) => {
+                converged.insert(BASELINE_REFIT, trained.converged);
+                let judged = judge(&trained, acts, &held_out)?;
+                trained.save(&unit.join(format!("{BASELINE_REFIT}.probe.safetensors")))?;
+                done.judgments.insert(BASELINE_REFIT.to_string(), judged);
+            }
+            Err(e) => failures.push(format!("{BASELINE_REFIT}: {e}")),
+        }
+    }
+    progress.advance(1);
     progress.finish(false);
     if !failures.is_empty() {
         write_json(&unit.join("failures.json"), &failures)?;
@@ -362,8 +383,13 @@ fn probe_unit(
         resamples: study.config.bootstrap_resamples,
         seed: study.seed_for(&format!("bootstrap:{}:{domain}:{probe}:{layer}", model)),
     };
-    for condition in study.conditions.perturbations() {
-        let Some(perturbed) = done.beliefs(&condition.name) else {
+    let compared = study
+        .conditions
+        .perturbations()
+        .map(|c| c.name.as_str())
+        .chain([BASELINE_REFIT]);
+    for condition in compared {
+        let Some(perturbed) = done.beliefs(condition) else {
             continue;
         };
         let cmp = compare(&held_out, &baseline, &perturbed)?;
@@ -373,14 +399,14 @@ fn probe_unit(
             instantiation: Instantiation::Representational,
             probe,
             layer: Some(layer),
-            condition: condition.name.clone(),
+            condition: condition.to_string(),
             ..RowKey::default()
         };
         let baseline_converged = study
             .conditions
             .baseline()
             .and_then(|b| converged.get(b.name.as_str()).copied().flatten());
-        let perturbed_converged = converged.get(condition.name.as_str()).copied().flatten();
+        let perturbed_converged = converged.get(condition).copied().flatten();
         done.rows.push(StabilityRow {
             c: fit.record.c,
             converged: baseline_converged
@@ -1070,20 +1096,27 @@ mod tests {
             let start = acts.offsets[i] * acts.hidden;
             acts.values[start..start + 2 * acts.hidden].fill(0.0);
         }
-        let unit = probe_unit(
-            &study,
-            "toy",
-            Domain::CityLocations,
-            (Probe::Sawmil, 5),
-            &acts,
-            &dir.path().join("sawmil"),
-            &mut crate::Silent,
-        )
-        .unwrap();
+        let fit = |name: &str| {
+            probe_unit(
+                &study,
+                "toy",
+                Domain::CityLocations,
+                (Probe::Sawmil, 5),
+                &acts,
+                &dir.path().join(name),
+                &mut crate::Silent,
+            )
+            .unwrap()
+        };
+        let unit = fit("sawmil");
         assert!(!unit.rows.is_empty());
         for row in &unit.rows {
             assert_eq!(row.converged, Some(true), "{}", row.condition);
         }
+        // The noise-floor row is there, and its refit is seeded from the run's seed: a second
+        // computation gives the same rows.
+        assert!(unit.rows.iter().any(|r| r.condition == BASELINE_REFIT));
+        assert_eq!(fit("again").rows, unit.rows);
     }
 
     #[test]
@@ -1109,8 +1142,13 @@ mod tests {
         let baseline = unit.beliefs("baseline").unwrap();
         let believed: Vec<&String> = held_out.iter().filter(|id| baseline[*id]).collect();
         assert!(!believed.is_empty() && believed.len() < held_out.len());
-        // One row per perturbation, its counts those of the judgments it was made from.
-        assert_eq!(unit.rows.len(), study.conditions.perturbations().count());
+        // One row per perturbation and one for the baseline's refit, its counts those of the
+        // judgments it was made from.
+        assert_eq!(
+            unit.rows.len(),
+            study.conditions.perturbations().count() + 1
+        );
+        assert!(unit.rows.iter().any(|r| r.condition == BASELINE_REFIT));
         for row in &unit.rows {
             let judged = unit.beliefs(&row.condition).unwrap();
             let retracted = believed.iter().filter(|id| !judged[**id]).count();
@@ -1134,7 +1172,7 @@ mod tests {
             .iter()
             .find(|r| r.condition == "baseline" && r.kind == "noise")
             .map_or(0, |r| r.bags);
-        for condition in unit.judgments.keys() {
+        for condition in study.conditions.conditions.iter().map(|c| &c.name) {
             let of: Vec<&RelabelledRow> = unit
                 .relabelled
                 .iter()

@@ -54,6 +54,11 @@ pub struct StabilityRow {
     pub converged: Option<bool>,
 }
 
+/// The `condition` of a representational row that is not a perturbation but the noise floor:
+/// the baseline probe refit on another seeded shuffle of its training bags, compared with the
+/// baseline (no label changes, so its rates are what refitting alone moves).
+pub const BASELINE_REFIT: &str = "baseline_refit";
+
 /// The identifying columns of a [`StabilityRow`], apart from the measured values.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct RowKey {
