@@ -56,6 +56,14 @@ fn full_run_folder_gives_every_figure_table_and_finding() {
     assert!(flagged[1].contains("(1080 vs 360 bags)"));
     // Resample/shuffle rows (ρ_R 0.99) never enter the main results.
     assert!(!html.contains("0.990"));
+    // The baseline's refit is the noise floor of Fig. 3 (and A1, A7), never a condition of a
+    // table or a summary line.
+    assert!(!html.contains("baseline_refit"));
+    let fig3 = std::fs::read_to_string(dir.path().join("figures/fig3_retractions.svg")).unwrap();
+    assert!(fig3.contains("noise floor (baseline refit)"));
+    assert!(html.contains("Grey line and band: the noise floor"));
+    let fig_a4 = std::fs::read_to_string(dir.path().join("figures/figA4_layers.svg")).unwrap();
+    assert!(!fig_a4.contains("noise floor"));
     // Tables A4/A5 and A6–A8 layouts, themes (escaped), provenance.
     for needle in [
         "Table A4 style",
