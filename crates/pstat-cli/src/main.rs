@@ -79,10 +79,14 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    // Detail logs for debugging (cache hits, unit keys), off unless RUST_LOG asks for them,
-    // e.g. RUST_LOG=pstat_study=debug; progress lines do not depend on it.
+    // Warnings always; detail logs for debugging (cache hits, unit keys) only when RUST_LOG
+    // asks for them, e.g. RUST_LOG=pstat_study=debug; progress lines do not depend on it.
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::builder()
+                .with_default_directive(tracing_subscriber::filter::LevelFilter::WARN.into())
+                .from_env_lossy(),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();

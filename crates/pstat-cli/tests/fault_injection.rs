@@ -2,7 +2,8 @@
 //! domain, 20 held-out statements, a Mass-Mean probe at a fixed layer, K = 5): a run killed
 //! with SIGKILL at two points and resumed writes the same bytes as a run never interrupted;
 //! same-size damage to an activation file, a behavioral judgment file, a representational unit
-//! record and the run manifest is named in a warning, moved aside as `*.corrupt` and
+//! record, the veracity-layer record and the run manifest is named in a warning, moved aside
+//! as `*.corrupt` and
 //! recomputed to the same bytes; bad configs and folders are refused before any model loads.
 //!
 //! Needs the embedded model in `$PSTAT_HOME` (`pstat models pull smollm2-135m-instruct`);
@@ -234,7 +235,8 @@ fn killed_twice_and_resumed_equals_uninterrupted_and_damage_is_recomputed() {
         .join(&cell)
         .join("representational/mass_mean/layer_20/unit.json");
     let manifest = clean.join("manifest.json");
-    let damaged = [&activations, &judgments, &unit, &manifest];
+    let layers = clean.join(&cell).join("representational/layers.json");
+    let damaged = [&activations, &judgments, &unit, &manifest, &layers];
     let sizes = |files: &[&PathBuf]| -> Vec<u64> {
         files
             .iter()
@@ -250,6 +252,8 @@ fn killed_twice_and_resumed_equals_uninterrupted_and_damage_is_recomputed() {
     change_a_digit(&unit, 200);
     let text = std::fs::read_to_string(&manifest).unwrap();
     change_a_digit(&manifest, text.find("config_hash").unwrap());
+    let text = std::fs::read_to_string(&layers).unwrap();
+    change_a_digit(&layers, text.find("veracity_layer").unwrap());
     assert_eq!(sizes(&damaged), before, "same-size damage");
 
     let stderr = home.complete(&clean);

@@ -87,6 +87,7 @@ impl ProbeParams for MassMeanParams {
             scaler,
             c: None,
             eta: None,
+            converged: None,
         })
     }
 }

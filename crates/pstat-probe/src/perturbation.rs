@@ -93,6 +93,41 @@ impl ConditionTraining {
             .collect()
     }
 
+    /// Per kind, among the first `seen` training bags (those a probe's fit sees,
+    /// [`ProbeParams::training_bags`]): how many there are and how many of them carry another
+    /// label under `condition` than under `baseline`. Every bag of a kind shares its label, so a
+    /// kind is relabelled whole or not at all; the counts say how much of the training data a
+    /// Θ moved, which a comparison of two Θ's retraction rates should be read against.
+    pub fn relabelled(
+        &self,
+        condition: &Condition,
+        baseline: &Condition,
+        seen: usize,
+    ) -> Vec<RelabelledKind> {
+        let seen = &self.kinds[..seen.min(self.kinds.len())];
+        Kind::ALL
+            .iter()
+            .filter_map(|&kind| {
+                let bags = seen.iter().filter(|&&k| k == kind).count();
+                let moved = condition.probe_label(kind) != baseline.probe_label(kind);
+                (bags > 0).then_some(RelabelledKind {
+                    kind,
+                    bags,
+                    relabelled: if moved { bags } else { 0 },
+                })
+            })
+            .collect()
+    }
+
+    /// The number of training bags (real and Noise).
+    pub fn len(&self) -> usize {
+        self.kinds.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
     /// The training set Θ induces: kinds in `probe_true` are +1, all others −1.
     pub fn training_set(&self, condition: &Condition) -> Result<TrainingSet> {
         let labels: Vec<i8> = self
@@ -113,6 +148,15 @@ impl ConditionTraining {
     pub fn fit(&self, condition: &Condition, params: &dyn ProbeParams) -> Result<TrainedProbe> {
         params.fit(&self.training_set(condition)?)
     }
+}
+
+/// The training bags of one kind a probe saw under Θ, and how many of them Θ relabelled
+/// relative to the baseline ([`ConditionTraining::relabelled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelabelledKind {
+    pub kind: Kind,
+    pub bags: usize,
+    pub relabelled: usize,
 }
 
 /// One statement judged by a probe.

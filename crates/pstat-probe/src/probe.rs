@@ -10,7 +10,8 @@
 //! | `scaler_mean`  | F64   | [d]   | standardization mean                           |
 //! | `scaler_scale` | F64   | [d]   | standardization scale                          |
 //!
-//! Metadata: `probe` (`sawmil` | `mass-mean`) and, for sAwMIL, `C` and `eta`.
+//! Metadata: `probe` (`sawmil` | `mass-mean`) and, for sAwMIL, `C`, `eta` and `converged`
+//! (`true` | `false`: whether its QPs met their tolerances before the solver's caps).
 
 use crate::bags::{Bags, TrainingSet};
 use crate::error::{ProbeError, Result};
@@ -23,6 +24,11 @@ use std::path::Path;
 /// Fit-predict in the linfa style: parameters fit a training set into a probe.
 pub trait ProbeParams {
     fn fit(&self, set: &TrainingSet) -> Result<TrainedProbe>;
+    /// How many of a training set's first bags the final fit sees when `available` are given
+    /// (sAwMIL fits the first `train_bag_limit`; Mass-Mean all of them).
+    fn training_bags(&self, available: usize) -> usize {
+        available
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +57,9 @@ pub struct TrainedProbe {
     pub scaler: Standardizer,
     pub c: Option<f64>,
     pub eta: Option<f64>,
+    /// sAwMIL: whether every QP of the fit converged (`None` for Mass-Mean, which has no
+    /// iterative solver, and for probe files written before it was recorded).
+    pub converged: Option<bool>,
 }
 
 impl TrainedProbe {
@@ -113,6 +122,9 @@ impl TrainedProbe {
         }
         if let Some(eta) = self.eta {
             meta.insert("eta".into(), eta.to_string());
+        }
+        if let Some(converged) = self.converged {
+            meta.insert("converged".into(), converged.to_string());
         }
         let mut bytes =
             safetensors::serialize(views, Some(meta)).expect("in-memory safetensors serialization");
@@ -178,6 +190,13 @@ impl TrainedProbe {
                 })
                 .transpose()
         };
+        let converged = meta
+            .get("converged")
+            .map(|v| {
+                v.parse::<bool>()
+                    .map_err(|_| format!("metadata `converged` = {v:?}, expected true or false"))
+            })
+            .transpose()?;
         Ok(TrainedProbe {
             kind,
             direction,
@@ -185,6 +204,7 @@ impl TrainedProbe {
             scaler: Standardizer { mean, scale },
             c: number("C")?,
             eta: number("eta")?,
+            converged,
         })
     }
 
@@ -235,6 +255,7 @@ mod tests {
             },
             c: Some(0.5),
             eta: Some(0.2),
+            converged: Some(false),
         }
     }
 
@@ -255,6 +276,7 @@ mod tests {
         let mut m = probe(ProbeKind::MassMean);
         m.c = None;
         m.eta = None;
+        m.converged = None;
         assert_eq!(TrainedProbe::from_bytes(&m.to_bytes()).unwrap(), m);
     }
 }

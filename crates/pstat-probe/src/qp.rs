@@ -39,6 +39,9 @@ pub struct DualSolution {
     pub w: Vec<f64>,
     /// The intercept (the multiplier of Σ y α = 0).
     pub b: f64,
+    /// Whether both tolerances were met. `false`: the solver stopped at one of its caps
+    /// ([`Tolerance::max_epochs`], [`Tolerance::max_outer`]) and (w, b) is approximate.
+    pub converged: bool,
 }
 
 impl DualSolution {
@@ -46,7 +49,16 @@ impl DualSolution {
     /// the primal objective ½‖w‖² + Σ u_i·max(0, ρ_i − y_i(w·z_i + b)) by at most
     /// [`DEGENERATE_GAIN`] of the best constant predictor's (w = 0, best b). Every instance
     /// then scores the same and no direction exists.
+    ///
+    /// Only a converged solution can say so. One stopped at the caps has a b that still
+    /// carries the unsettled equality constraint, so its objective can be far worse than
+    /// w = 0's while w already points the right way: large C (slow coordinate descent) on
+    /// separable bags then read as "w = 0 is optimal" where a smaller C fit. Such a solution is
+    /// reported as unconverged instead, and the caller decides what to do with its w.
     pub fn is_degenerate(&self, p: &DualProblem) -> bool {
+        if !self.converged {
+            return false;
+        }
         let constant = best_constant_objective(p);
         let fitted = primal_objective(p, &self.w, self.b);
         let gain = constant - fitted;
@@ -93,13 +105,18 @@ fn best_constant_objective(p: &DualProblem) -> f64 {
         .sum()
 }
 
-/// Stopping tolerances, in margin units (the dual gradient is y_i(w·z_i + b) − ρ_i).
+/// Stopping tolerances, in margin units (the dual gradient is y_i(w·z_i + b) − ρ_i), and the
+/// caps on work after which the solver stops unconverged (and says so).
 #[derive(Debug, Clone, Copy)]
 pub struct Tolerance {
     /// Subproblem: max − min projected gradient.
     pub gradient: f64,
     /// Outer loop: |Σ y α| relative to Σ u_i.
     pub equality: f64,
+    /// Coordinate-descent epochs over all subproblems together.
+    pub max_epochs: usize,
+    /// Multiplier updates (outer iterations).
+    pub max_outer: usize,
 }
 
 impl Default for Tolerance {
@@ -107,12 +124,11 @@ impl Default for Tolerance {
         Tolerance {
             gradient: 1e-5,
             equality: 1e-9,
+            max_epochs: 100_000,
+            max_outer: 10_000,
         }
     }
 }
-
-const MAX_EPOCHS: usize = 100_000;
-const MAX_OUTER: usize = 10_000;
 
 /// Solve the QP; `seed` fixes the coordinate order.
 ///
@@ -178,6 +194,7 @@ pub fn solve(p: &DualProblem, tol: Tolerance, seed: u64) -> DualSolution {
         alpha,
         w: sol.w,
         b: sol.b,
+        converged: sol.converged,
     }
 }
 
@@ -209,11 +226,13 @@ fn solve_distinct(p: &Instances, tol: Tolerance, seed: u64) -> DualSolution {
     let (mut lambda, mut s) = (0.0f64, 0.0f64);
     let mut order: Vec<usize> = (0..n).collect();
     let mut epochs = 0;
-    for _ in 0..MAX_OUTER {
+    let mut converged = false;
+    for _ in 0..tol.max_outer {
         // Subproblem by coordinate descent with shrinking.
         let mut active = n;
         let (mut pg_max_old, mut pg_min_old) = (f64::INFINITY, f64::NEG_INFINITY);
-        while epochs < MAX_EPOCHS {
+        let mut solved = false;
+        while epochs < tol.max_epochs {
             epochs += 1;
             order[..active].shuffle(&mut rng);
             let (mut pg_max, mut pg_min) = (f64::NEG_INFINITY, f64::INFINITY);
@@ -256,6 +275,7 @@ fn solve_distinct(p: &Instances, tol: Tolerance, seed: u64) -> DualSolution {
             }
             if pg_max - pg_min <= tol.gradient || active == 0 {
                 if active == n {
+                    solved = true;
                     break;
                 }
                 // Converged on the shrunk set: verify on all variables.
@@ -274,7 +294,12 @@ fn solve_distinct(p: &Instances, tol: Tolerance, seed: u64) -> DualSolution {
         // Recompute s exactly (the running sum drifts by rounding), then update λ.
         s = alpha.iter().zip(&p.y).map(|(a, y)| a * y).sum();
         lambda += mu * s;
-        if s.abs() <= eq_tol || epochs >= MAX_EPOCHS {
+        // A subproblem cut off by the epoch cap ends the solve unconverged.
+        if !solved {
+            break;
+        }
+        if s.abs() <= eq_tol {
+            converged = true;
             break;
         }
     }
@@ -282,6 +307,7 @@ fn solve_distinct(p: &Instances, tol: Tolerance, seed: u64) -> DualSolution {
         alpha,
         w,
         b: lambda + mu * s,
+        converged,
     }
 }
 
@@ -303,6 +329,33 @@ mod tests {
         };
         let s = solve(&p, Tolerance::default(), 1);
         assert!((s.w[0] - 1.0).abs() < 1e-6 && s.w[1].abs() < 1e-9 && s.b.abs() < 1e-6);
+        assert!(s.converged);
+    }
+
+    /// A solve stopped at either cap says it did not converge; the same problem within the
+    /// default caps does.
+    #[test]
+    fn a_capped_solve_reports_no_convergence() {
+        let rows = [2.0, 0.5, 1.5, -1.0, -1.0, 0.2, 0.0, -2.0, 0.5, 0.5];
+        let y = [1.0, 1.0, -1.0, -1.0, 1.0];
+        let p = DualProblem {
+            rows: &rows,
+            dim: 2,
+            y: &y,
+            rho: &[1.0, 1.0, 1.0, 1.0, -0.6],
+            upper: &[0.3, 0.3, 0.3, 0.3, 0.6],
+        };
+        assert!(solve(&p, Tolerance::default(), 1).converged);
+        let epochs = Tolerance {
+            max_epochs: 1,
+            ..Tolerance::default()
+        };
+        assert!(!solve(&p, epochs, 1).converged);
+        let outer = Tolerance {
+            max_outer: 1,
+            ..Tolerance::default()
+        };
+        assert!(!solve(&p, outer, 1).converged);
     }
 
     /// Repeating every instance three times with a third of its bound is the same QP: the
@@ -381,6 +434,7 @@ mod tests {
                 alpha: vec![c / 4.0; 4],
                 w: vec![3e-7, -2e-7],
                 b: 0.0,
+                converged: true,
             };
             assert!(noise.is_degenerate(&p), "C = {c}");
         }

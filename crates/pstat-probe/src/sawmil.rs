@@ -8,7 +8,7 @@ use crate::bags::TrainingSet;
 use crate::error::{ProbeError, Result, invalid};
 use crate::linalg::{dot, norm};
 use crate::probe::{ProbeKind, ProbeParams, TrainedProbe};
-use crate::qp::{DualProblem, Tolerance, solve};
+use crate::qp::{DualProblem, DualSolution, Tolerance, solve};
 use crate::search::{one_se_choice, search_c};
 use crate::standardize::Standardizer;
 use rand::{Rng, SeedableRng};
@@ -88,6 +88,10 @@ impl ProbeParams for SawMilParams {
     fn fit(&self, set: &TrainingSet) -> Result<TrainedProbe> {
         Ok(self.fit_report(set)?.probe)
     }
+
+    fn training_bags(&self, available: usize) -> usize {
+        available.min(self.train_bag_limit)
+    }
 }
 
 /// A fitted probe with what the fit decided on the way.
@@ -146,6 +150,7 @@ impl SawMilParams {
                 scaler,
                 c: Some(c),
                 eta: Some(prepared.eta),
+                converged: Some(fit.converged),
             },
             eta: prepared.eta,
             selected: fit.selected,
@@ -166,6 +171,8 @@ pub(crate) struct StageTwoFit {
     pub(crate) direction: Vec<f64>,
     pub(crate) bias: f64,
     selected: Vec<bool>,
+    /// Both stages' QPs met their tolerances before the solver's caps.
+    pub(crate) converged: bool,
 }
 
 impl PreparedBags {
@@ -251,6 +258,7 @@ impl PreparedBags {
             upper: &upper,
         };
         let stage1 = solve(&problem, params.tolerance, params.seed);
+        warn_unconverged(&stage1, 1, c, &params.tolerance);
         // If w₁ = 0 is optimal every instance ties (so all known positives pass the cutoff);
         // ranking by rounding noise instead would make the selection arbitrary.
         let w1 = if stage1.is_degenerate(&problem) {
@@ -285,6 +293,7 @@ impl PreparedBags {
             upper: &upper,
         };
         let stage2 = solve(&problem, params.tolerance, params.seed);
+        warn_unconverged(&stage2, 2, c, &params.tolerance);
         if stage2.is_degenerate(&problem) {
             return Err(ProbeError::Degenerate(format!(
                 "stage 2: w = 0 is optimal at C = {c} (every instance scores the same)"
@@ -295,7 +304,20 @@ impl PreparedBags {
             direction,
             bias,
             selected,
+            converged: stage1.converged && stage2.converged,
         })
+    }
+}
+
+/// A QP that stopped at its caps still gives a usable but approximate w; the fit goes on, says
+/// so here, and records `converged = false` in the probe.
+fn warn_unconverged(solution: &DualSolution, stage: u8, c: f64, tol: &Tolerance) {
+    if !solution.converged {
+        tracing::warn!(
+            "sAwMIL stage {stage} at C = {c}: the QP stopped at its caps ({} coordinate epochs, {} multiplier updates) before reaching its tolerances; the fit is approximate",
+            tol.max_epochs,
+            tol.max_outer
+        );
     }
 }
 
@@ -496,6 +518,81 @@ mod tests {
                 .skipped()
                 .all(|(_, why)| why.contains("w = 0 is optimal"))
         );
+    }
+
+    /// Separable bags: a positive bag's two known positives (its last two rows) sit at +3 on
+    /// feature 0, every other instance (negative bags, and the rest of positive bags) near −1.
+    fn separable_bags() -> (crate::bags::Bags, Vec<i8>) {
+        let (n_bags, dim, size) = (40, 3, 6);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (mut values, mut offsets, mut labels) = (Vec::new(), vec![0], Vec::new());
+        for b in 0..n_bags {
+            let y: i8 = if b % 2 == 0 { 1 } else { -1 };
+            for k in 0..size {
+                let centre = if y == 1 && k >= size - 2 { 3.0 } else { -1.0 };
+                values.push(centre + 0.3 * (rng.random::<f32>() - 0.5));
+                values.extend((1..dim).map(|_| rng.random::<f32>() - 0.5));
+            }
+            offsets.push(offsets.last().unwrap() + size);
+            labels.push(y);
+        }
+        (
+            crate::bags::Bags::new(dim, values, offsets).unwrap(),
+            labels,
+        )
+    }
+
+    /// Every C of a wide range fits separable bags, with the direction along +feature 0 and
+    /// every bag on the right side of 0, and the search over that range chooses one of them.
+    #[test]
+    fn separable_bags_fit_at_every_c_with_the_right_sign() {
+        let (bags, labels) = separable_bags();
+        let set = TrainingSet::with_last_known(bags.clone(), labels.clone(), 2).unwrap();
+        let grid = vec![0.1, 1.0, 10.0, 100.0];
+        for &c in &grid {
+            let probe = SawMilParams::default()
+                .with_c(c)
+                .fit(&set)
+                .unwrap_or_else(|e| panic!("C = {c}: {e}"));
+            assert!(probe.direction[0] > 0.9, "C = {c}: {:?}", probe.direction);
+            assert_eq!(probe.converged, Some(true), "C = {c}");
+            for (score, y) in probe.scores(&bags).iter().zip(&labels) {
+                assert_eq!(TrainedProbe::label(*score), *y, "C = {c}: score {score}");
+            }
+        }
+        let search = SawMilParams {
+            c_grid: grid,
+            ..SawMilParams::default()
+        }
+        .fit_report(&set)
+        .unwrap()
+        .search
+        .unwrap();
+        assert_eq!(search.skipped().count(), 0, "{search:?}");
+    }
+
+    /// A fit whose QP is cut off at the caps still returns its probe, pointing the right way and
+    /// marked unconverged (also in the saved file); within the default caps it converges.
+    #[test]
+    fn a_capped_fit_reports_that_it_did_not_converge() {
+        let (bags, labels) = separable_bags();
+        let set = TrainingSet::with_last_known(bags, labels, 2).unwrap();
+        let params = SawMilParams::default().with_c(1.0);
+        assert_eq!(params.fit(&set).unwrap().converged, Some(true));
+        let capped = SawMilParams {
+            tolerance: Tolerance {
+                max_epochs: 2,
+                ..Tolerance::default()
+            },
+            ..params
+        };
+        // Cut off after two epochs, the solver's b is far off and its objective worse than
+        // w = 0's, which used to be reported as a degenerate fit.
+        let probe = capped.fit(&set).unwrap();
+        assert_eq!(probe.converged, Some(false));
+        assert!(probe.direction[0] > 0.0, "{:?}", probe.direction);
+        let saved = TrainedProbe::from_bytes(&probe.to_bytes()).unwrap();
+        assert_eq!(saved.converged, Some(false));
     }
 
     #[test]

@@ -192,6 +192,7 @@ impl CvFold {
             scaler: self.scaler.clone(),
             c: Some(c),
             eta: Some(self.prepared.eta),
+            converged: Some(fit.converged),
         };
         let scores: Vec<f64> = probe
             .scores(&self.held_out.bags)

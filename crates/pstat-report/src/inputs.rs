@@ -7,7 +7,7 @@ use crate::tables::KindCell;
 use pstat_tables::TableError;
 pub use pstat_tables::{
     AnswerRow, BigramDistanceRow, BigramRankRow, ClusterRow, Decisions, DistanceRow,
-    FamiliarityRow, LayerChoice, StabilityRow, Table, ThemeRow,
+    FamiliarityRow, LayerChoice, RelabelledRow, StabilityRow, Table, ThemeRow,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -65,6 +65,7 @@ pub struct RunData {
     pub cluster_results: Vec<ClusterResult>,
     pub themes: Option<Vec<ThemeRow>>,
     pub answers: Option<Vec<AnswerRow>>,
+    pub relabelled: Option<Vec<RelabelledRow>>,
     pub manifest: Option<serde_json::Value>,
     pub decisions: Option<Decisions>,
 }
@@ -92,6 +93,7 @@ impl RunData {
             cluster_results: read_cluster_results(&dir.join("clusters"))?,
             themes: read_table_opt(dir)?,
             answers: read_table_opt(dir)?,
+            relabelled: read_table_opt(dir)?,
             manifest: read_json_opt(&dir.join("manifest.json"))?,
             decisions: read_json_opt(&dir.join(pstat_tables::DECISIONS_FILE))?,
         })

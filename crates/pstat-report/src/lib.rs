@@ -5,7 +5,8 @@
 //! Inputs (only `stability.csv` is required; a missing one drops its sections with a note):
 //! `stability.csv`, `layers.json`, `familiarity.csv`, `distances.csv`,
 //! `bigram_rank_frequency.csv`, `bigram_distances.csv`, `clusters.csv`,
-//! `clusters/<model>/<domain>/result.json`, `themes.csv`, `answers.csv`, `manifest.json`.
+//! `clusters/<model>/<domain>/result.json`, `themes.csv`, `answers.csv`, `relabelled_bags.csv`,
+//! `manifest.json`.
 //! Outputs: `figures/<id>.svg`, `figures/<id>.png` and `report.html`, each written atomically.
 
 mod error;
@@ -69,11 +70,17 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         "What this run shows",
         "Computed from this run's tables; the paper's claims are tested here, not repeated.",
     );
-    for (name, selection) in [("Behavioral", &behavioral), ("Representational", &sawmil)] {
+    // Behavioral rows relabel nothing; representational comparisons are read against how much
+    // training data each Θ relabelled.
+    let relabelled = data.relabelled.as_deref().unwrap_or_default();
+    for (name, selection, relabelled) in [
+        ("Behavioral", &behavioral, &[][..]),
+        ("Representational", &sawmil, relabelled),
+    ] {
         if !selection.rows.is_empty() {
-            summary
-                .findings
-                .push(summary::stability_finding(name, selection, &titles));
+            summary.findings.push(summary::stability_finding(
+                name, selection, relabelled, &titles,
+            ));
         }
     }
     if let Some(rows) = &data.familiarity {
@@ -198,6 +205,16 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
             &selection.rows,
             &titles,
         ));
+        if instantiation == REPRESENTATIONAL {
+            match &data.relabelled {
+                Some(rows) => {
+                    stability
+                        .tables
+                        .push(tables::relabelled_table(rows, &selection.rows, &titles))
+                }
+                None => stability.missing("Relabelled training bags", "relabelled_bags.csv"),
+            }
+        }
     }
 
     let mut robustness = Section::new(

@@ -9,7 +9,7 @@ use crate::inputs::RunData;
 use crate::names::paper_conditions;
 use pstat_stability::belief::percentile;
 use pstat_stability::{MIN_BASELINE_TRUE, StabilityRow};
-use pstat_tables::{Baseline, Instantiation, Probe, PromptFormat};
+use pstat_tables::{BASELINE_REFIT, Baseline, Instantiation, Probe, PromptFormat};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub const BEHAVIORAL: &str = "behavioral";
@@ -43,11 +43,28 @@ impl Measure {
     }
 }
 
-/// Perturbation rows only: the baseline compared with itself says nothing.
+/// Perturbation rows only: the baseline compared with itself says nothing, and its refit is the
+/// noise floor ([`noise_floor`]), not a perturbation.
 pub fn is_perturbation(condition: &str) -> bool {
-    paper_conditions()
-        .baseline()
-        .is_none_or(|b| b.name != condition)
+    condition != BASELINE_REFIT
+        && paper_conditions()
+            .baseline()
+            .is_none_or(|b| b.name != condition)
+}
+
+/// The noise-floor rows of `probe` (the baseline refit on a reshuffled training order, against
+/// the baseline) at each (model, domain)'s veracity layer.
+pub fn noise_floor<'a>(
+    data: &'a RunData,
+    layers: &VeracityLayers,
+    probe: Probe,
+) -> Vec<&'a StabilityRow> {
+    data.stability
+        .iter()
+        .filter(|r| r.condition == BASELINE_REFIT && r.resample.is_none())
+        .filter(|r| r.instantiation == Instantiation::Representational && r.probe == probe)
+        .filter(|r| r.layer.is_some() && r.layer == layers.get(&r.model, &r.domain))
+        .collect()
 }
 
 fn point_rows(data: &RunData) -> impl Iterator<Item = &StabilityRow> {

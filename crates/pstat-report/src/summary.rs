@@ -2,7 +2,7 @@
 //! what this run found (including where it disagrees with the paper), never the paper's
 //! conclusions.
 
-use crate::inputs::{BigramDistanceRow, DistanceRow, FamiliarityRow, RunData};
+use crate::inputs::{BigramDistanceRow, DistanceRow, FamiliarityRow, RelabelledRow, RunData};
 use crate::names::{
     ConditionTitles, KindFamily, domain_order, domain_title, kind_family, kind_title, sorted_unique,
 };
@@ -92,15 +92,58 @@ pub fn compare_pair(
     (count, va, vb)
 }
 
-/// Sentences for the main selections: each Synthetic-vs-Fictional pair, with medians.
-pub fn stability_finding(name: &str, selection: &Selection, titles: &ConditionTitles) -> Finding {
+/// Training bags relabelled relative to Θ0 under `a` and under `b`, summed over the probe units
+/// of the cells where [`compare_pair`] compares them; `None` when `relabelled` has none of them.
+fn relabelled_pair(
+    rows: &[&StabilityRow],
+    a: &str,
+    b: &str,
+    relabelled: &[RelabelledRow],
+) -> Option<(usize, usize)> {
+    let mut totals: BTreeMap<(&str, &str, Probe, usize, &str), usize> = BTreeMap::new();
+    for r in relabelled {
+        *totals
+            .entry((&r.model, &r.domain, r.probe, r.layer, &r.condition))
+            .or_default() += r.relabelled;
+    }
+    let (mut ta, mut tb, mut found) = (0, 0, false);
+    for by_condition in cells(rows).values() {
+        let (Some(ra), Some(rb)) = (by_condition.get(a), by_condition.get(b)) else {
+            continue;
+        };
+        let measure = Measure::Retraction;
+        let (Some(_), Some(_), Some(layer)) = (measure.dot(ra), measure.dot(rb), ra.layer) else {
+            continue;
+        };
+        let of = |c: &str| {
+            totals
+                .get(&(ra.model.as_str(), ra.domain.as_str(), ra.probe, layer, c))
+                .copied()
+        };
+        if let (Some(na), Some(nb)) = (of(a), of(b)) {
+            (ta, tb, found) = (ta + na, tb + nb, true);
+        }
+    }
+    found.then_some((ta, tb))
+}
+
+/// Sentences for the main selections: each Synthetic-vs-Fictional pair, with medians. Where the
+/// two conditions relabelled more than twice as many training bags one as the other
+/// (`relabelled`, representational rows), the line says so: a larger ρ_R may then come from
+/// moving more training data rather than from the statements' familiarity.
+pub fn stability_finding(
+    name: &str,
+    selection: &Selection,
+    relabelled: &[RelabelledRow],
+    titles: &ConditionTitles,
+) -> Finding {
     let mut lines = Vec::new();
     for (a, b) in PAIRS {
         let (count, va, vb) = compare_pair(&selection.rows, a, b, Measure::Retraction);
         if count.cells == 0 {
             continue;
         }
-        lines.push(format!(
+        let mut line = format!(
             "{} retracts more than {} in {} of {} (model, domain) cells (its interval lies wholly above in {}); median ρ_R {} vs {}.",
             titles.title(a),
             titles.title(b),
@@ -109,7 +152,15 @@ pub fn stability_finding(name: &str, selection: &Selection, titles: &ConditionTi
             count.clearly_larger,
             fmt_opt(median(&va)),
             fmt_opt(median(&vb)),
-        ));
+        );
+        if let Some((na, nb)) = relabelled_pair(&selection.rows, a, b, relabelled)
+            && (na > 2 * nb || nb > 2 * na)
+        {
+            line.push_str(&format!(
+                " Their training data differ by more than 2× in what was relabelled relative to Θ0 ({na} vs {nb} bags): part of the gap may come from how much was relabelled."
+            ));
+        }
+        lines.push(line);
     }
     let all: Vec<f64> = selection
         .rows

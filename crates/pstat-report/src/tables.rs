@@ -3,7 +3,7 @@
 //! distributions, clusters and themes.
 
 use crate::inputs::{
-    AnswerRow, BigramDistanceRow, ClusterResult, ClusterRow, LayerChoice, ThemeRow,
+    AnswerRow, BigramDistanceRow, ClusterResult, ClusterRow, LayerChoice, RelabelledRow, ThemeRow,
 };
 use crate::names::{
     ConditionTitles, condition_order, domain_order, domain_title, kind_order, kind_title,
@@ -110,6 +110,85 @@ pub fn counts_table(
         title: title.into(),
         caption,
         header,
+        rows: body,
+        numeric_from: 3,
+    }
+}
+
+/// Beside Table A5: per domain, condition and model, the training bags the probe of the A5
+/// rows (same probe and layer) saw under Θ, how many Θ relabelled relative to Θ0, and of
+/// which kinds.
+pub fn relabelled_table(
+    relabelled: &[RelabelledRow],
+    shown: &[&StabilityRow],
+    titles: &ConditionTitles,
+) -> Table {
+    // The (model, domain, probe, layer) units whose rows Table A5 shows.
+    let units: std::collections::BTreeSet<_> = shown
+        .iter()
+        .filter_map(|r| Some((r.model.as_str(), r.domain.as_str(), r.probe, r.layer?)))
+        .collect();
+    let rows: Vec<&RelabelledRow> = relabelled
+        .iter()
+        .filter(|r| units.contains(&(r.model.as_str(), r.domain.as_str(), r.probe, r.layer)))
+        .collect();
+    let conditions = sorted_unique(rows.iter().map(|r| r.condition.as_str()), condition_order);
+    let domains = sorted_unique(rows.iter().map(|r| r.domain.as_str()), domain_order);
+    let models = sorted_unique(rows.iter().map(|r| r.model.as_str()), str::cmp);
+    let mut body = Vec::new();
+    for domain in &domains {
+        for condition in &conditions {
+            for model in &models {
+                let of: Vec<&RelabelledRow> = rows
+                    .iter()
+                    .copied()
+                    .filter(|r| {
+                        &r.domain == domain && &r.condition == condition && &r.model == model
+                    })
+                    .collect();
+                if of.is_empty() {
+                    continue;
+                }
+                let bags: usize = of.iter().map(|r| r.bags).sum();
+                let moved: usize = of.iter().map(|r| r.relabelled).sum();
+                let mut kinds: Vec<&RelabelledRow> =
+                    of.iter().copied().filter(|r| r.relabelled > 0).collect();
+                kinds.sort_by(|a, b| kind_order(&a.kind, &b.kind));
+                let which = kinds
+                    .iter()
+                    .map(|r| format!("{} {}", kind_title(&r.kind), r.relabelled))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                body.push(vec![
+                    domain_title(domain),
+                    titles.title(condition),
+                    model.to_string(),
+                    bags.to_string(),
+                    pct(moved, bags),
+                    if which.is_empty() {
+                        "–".into()
+                    } else {
+                        which
+                    },
+                ]);
+            }
+        }
+    }
+    Table {
+        id: "table_relabelled".into(),
+        title: "Relabelled training bags".into(),
+        caption: "Training bags the sAwMIL probe of Table A5 saw under each condition, and how many of them the condition                   labelled differently from the baseline (of the bags seen), by statement kind (relabelled_bags.csv)."
+            .into(),
+        header: [
+            "Domain",
+            "Condition",
+            "Model",
+            "Bags seen",
+            "Relabelled vs Θ0",
+            "Relabelled kinds",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: body,
         numeric_from: 3,
     }

@@ -20,6 +20,7 @@ fn full_run_folder_gives_every_figure_table_and_finding() {
         "figA4_layers",
         "figA5_k_baseline",
         "figA7_mass_mean",
+        "figA0_layers",
         "clusters_smollm2-135m_city_locations",
     ] {
         for ext in ["svg", "png"] {
@@ -40,8 +41,29 @@ fn full_run_folder_gives_every_figure_table_and_finding() {
     assert!(html.contains("holds in 5 of 6 (model, domain) cells"));
     assert!(html.contains("smollm2-135m · Word Definitions: fails, False 0.300 &gt; True"));
     assert!(html.contains("|B_true(Θ0)| = 12"));
+    // Relabelled training bags beside Table A5; where two compared conditions relabelled more
+    // than 2× apart (Synthetic 200 or 180 bags per cell against Fictional (T)'s 60) the line
+    // says so, and not where they are close (against Fictional's 200).
+    assert!(html.contains("Relabelled training bags"));
+    let flagged: Vec<&str> = html
+        .split("<li>")
+        .filter(|l| l.contains("differ by more than 2×"))
+        .collect();
+    assert_eq!(flagged.len(), 2, "{flagged:?}");
+    assert!(flagged[0].starts_with("Synthetic (TF) retracts more than Fictional (T)"));
+    assert!(flagged[0].contains("(1200 vs 360 bags)"));
+    assert!(flagged[1].starts_with("Synthetic (Fi) retracts more than Fictional (T)"));
+    assert!(flagged[1].contains("(1080 vs 360 bags)"));
     // Resample/shuffle rows (ρ_R 0.99) never enter the main results.
     assert!(!html.contains("0.990"));
+    // The baseline's refit is the noise floor of Fig. 3 (and A1, A7), never a condition of a
+    // table or a summary line.
+    assert!(!html.contains("baseline_refit"));
+    let fig3 = std::fs::read_to_string(dir.path().join("figures/fig3_retractions.svg")).unwrap();
+    assert!(fig3.contains("noise floor (baseline refit)"));
+    assert!(html.contains("Grey line and band: the noise floor"));
+    let fig_a4 = std::fs::read_to_string(dir.path().join("figures/figA4_layers.svg")).unwrap();
+    assert!(!fig_a4.contains("noise floor"));
     // Tables A4/A5 and A6–A8 layouts, themes (escaped), provenance.
     for needle in [
         "Table A4 style",
@@ -54,7 +76,7 @@ fn full_run_folder_gives_every_figure_table_and_finding() {
     ] {
         assert!(html.contains(needle), "missing {needle}");
     }
-    assert_eq!(html.matches("<svg").count(), 9);
+    assert_eq!(html.matches("<svg").count(), 10);
     assert!(!html.contains("<script") && !html.contains("src=\"http"));
 
     // Same inputs, same bytes.

@@ -37,6 +37,7 @@ pub fn stability_row(key: RowKey, cmp: &BeliefComparison, bootstrap: Bootstrap) 
         c: None,
         context_size: None,
         short_context: None,
+        converged: None,
     }
 }
 

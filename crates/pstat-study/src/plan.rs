@@ -206,10 +206,14 @@ impl CellPlan<'_> {
             self.domain,
             Representational.name(),
         );
-        let chosen = read_json::<LayerChoice>(&dir.join("layers.json"), &mut crate::Silent)
-            .ok()
-            .flatten()
-            .map(|c| c.veracity_layer);
+        // A peek: a damaged record counts as not chosen and is left for the stage to name and
+        // move aside.
+        let chosen = pstat_data::artifact::read_checked_json::<LayerChoice>(
+            &crate::representational::layers_path(&dir),
+        )
+        .ok()
+        .flatten()
+        .map(|c| c.veracity_layer);
         if cfg.veracity_layer.is_none() {
             let n = cfg.selection_statements;
             let statements = study.stratified_train(self.domain, n).len()

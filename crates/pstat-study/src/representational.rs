@@ -2,7 +2,7 @@
 //! (or reuse) the activations of layers l−2..l+2, retrain every probe under every Θ and judge
 //! the held-out True statements.
 
-use crate::io::{read_json, read_record, write_json, write_manifest, write_record};
+use crate::io::{read_record, write_json, write_manifest, write_record};
 use crate::lock::WorkLock;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
@@ -16,7 +16,7 @@ use pstat_data::{Condition, Domain, Kind};
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
-use pstat_tables::{Instantiation, LayerChoice, LayerScore, Probe};
+use pstat_tables::{BASELINE_REFIT, Instantiation, LayerChoice, LayerScore, Probe, RelabelledRow};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -127,6 +127,7 @@ impl Stage for Representational {
                     .extend(unit.comparisons(cell, probe, layer)?);
             }
             tables.stability.extend(unit.rows);
+            tables.relabelled.extend(unit.relabelled);
         }
         if let Some(acts) = activations.remove(&choice.veracity_layer) {
             handoff.activations = Some(acts);
@@ -152,6 +153,8 @@ pub fn unit_dir(representational: &Path, probe: Probe, layer: usize) -> PathBuf 
 struct ProbeUnit {
     rows: Vec<StabilityRow>,
     judgments: BTreeMap<String, Vec<ProbeJudgment>>,
+    /// Per fitted Θ and kind: the training bags its probe saw, and how many Θ relabelled.
+    relabelled: Vec<RelabelledRow>,
 }
 
 impl ProbeUnit {
@@ -267,18 +270,41 @@ fn probe_unit(
     write_json(&unit.join("probe.json"), &fit.record)?;
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
+    // Every condition, then the baseline's refit.
     progress.start(
         &format!("{} {domain} {probe} layer {layer}", model),
-        conditions.len(),
+        conditions.len() + 1,
     );
     let mut done = ProbeUnit {
         rows: Vec::new(),
         judgments: BTreeMap::new(),
+        relabelled: Vec::new(),
     };
+    let seen = fit.params.training_bags(training.len());
     let mut failures = Vec::new();
+    // Per condition: whether its fit converged (sAwMIL; `None` for Mass-Mean).
+    let mut converged: HashMap<&str, Option<bool>> = HashMap::new();
     for condition in conditions {
         match fit.fit(&training, condition) {
             Ok(trained) => {
+                converged.insert(&condition.name, trained.converged);
+                if let Some(baseline) = study.conditions.baseline() {
+                    done.relabelled.extend(
+                        training
+                            .relabelled(condition, baseline, seen)
+                            .into_iter()
+                            .map(|r| RelabelledRow {
+                                model: model.to_string(),
+                                domain: domain.to_string(),
+                                probe,
+                                layer,
+                                condition: condition.name.clone(),
+                                kind: r.kind.as_str().to_string(),
+                                bags: r.bags,
+                                relabelled: r.relabelled,
+                            }),
+                    );
+                }
                 let judged = judge(&trained, acts, &held_out)?;
                 // The probe itself, so anyone can reload and rescore it (`pstat sawmil
                 // predict`); the unit's record, written last, marks the unit done.
@@ -290,6 +316,26 @@ fn probe_unit(
         }
         progress.advance(1);
     }
+    // The noise floor: the baseline refit, with the same hyperparameters, on another seeded
+    // shuffle of the same training statements (so other bags fall within the fit's bag limit,
+    // bags are capped and visited in another order) and another draw of the Noise bags. Its
+    // rates against the baseline are what refitting alone moves, with no relabelling.
+    if let Some(base) = study.conditions.baseline()
+        && done.judgments.contains_key(&base.name)
+    {
+        let refit_seed = study.seed_for(&format!("probe-refit:{model}:{domain}:{layer}"));
+        let reshuffled = ConditionTraining::new(study.data(domain), &split, acts, refit_seed)?;
+        match reshuffled.fit(base, fit.params.as_ref()) {
+            Ok(trained) => {
+                converged.insert(BASELINE_REFIT, trained.converged);
+                let judged = judge(&trained, acts, &held_out)?;
+                trained.save(&unit.join(format!("{BASELINE_REFIT}.probe.safetensors")))?;
+                done.judgments.insert(BASELINE_REFIT.to_string(), judged);
+            }
+            Err(e) => failures.push(format!("{BASELINE_REFIT}: {e}")),
+        }
+    }
+    progress.advance(1);
     progress.finish(false);
     if !failures.is_empty() {
         write_json(&unit.join("failures.json"), &failures)?;
@@ -313,8 +359,13 @@ fn probe_unit(
         resamples: study.config.bootstrap_resamples,
         seed: study.seed_for(&format!("bootstrap:{}:{domain}:{probe}:{layer}", model)),
     };
-    for condition in study.conditions.perturbations() {
-        let Some(perturbed) = done.beliefs(&condition.name) else {
+    let compared = study
+        .conditions
+        .perturbations()
+        .map(|c| c.name.as_str())
+        .chain([BASELINE_REFIT]);
+    for condition in compared {
+        let Some(perturbed) = done.beliefs(condition) else {
             continue;
         };
         let cmp = compare(&held_out, &baseline, &perturbed)?;
@@ -324,11 +375,19 @@ fn probe_unit(
             instantiation: Instantiation::Representational,
             probe,
             layer: Some(layer),
-            condition: condition.name.clone(),
+            condition: condition.to_string(),
             ..RowKey::default()
         };
+        let baseline_converged = study
+            .conditions
+            .baseline()
+            .and_then(|b| converged.get(b.name.as_str()).copied().flatten());
+        let perturbed_converged = converged.get(condition).copied().flatten();
         done.rows.push(StabilityRow {
             c: fit.record.c,
+            converged: baseline_converged
+                .zip(perturbed_converged)
+                .map(|(b, p)| b && p),
             ..stability_row(key, &cmp, bootstrap)
         });
     }
@@ -355,6 +414,8 @@ struct UnitRecord {
     c_source: Option<String>,
     /// Mean CV average precision per C of the grid (undefined where the C was skipped).
     cv_scores: Vec<(f64, Option<f64>)>,
+    /// The C values the search skipped because their fit was degenerate, with the reason.
+    cv_skipped: Vec<(f64, String)>,
     /// Training bags per kind, shared by every Θ.
     kind_counts: Vec<(Kind, usize)>,
 }
@@ -372,6 +433,7 @@ impl UnitFit {
             c: None,
             c_source: None,
             cv_scores: Vec::new(),
+            cv_skipped: Vec::new(),
             kind_counts: training.kind_counts(),
         };
         if probe != Probe::Sawmil {
@@ -403,6 +465,12 @@ impl UnitFit {
             .iter()
             .flat_map(|s| &s.scores)
             .map(|s| (s.c, s.degenerate.is_none().then_some(s.mean)))
+            .collect();
+        record.cv_skipped = report
+            .search
+            .iter()
+            .flat_map(|s| s.skipped())
+            .map(|(c, why)| (c, why.to_string()))
             .collect();
         Ok(UnitFit {
             params: Box::new(params.with_c(c)),
@@ -461,10 +529,10 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
         model,
         domain,
     } = cell;
-    let path = cell.dir("representational").join("layers.json");
+    let path = layers_path(&cell.dir("representational"));
     // Concurrent shards of the cell wait for the first one's choice instead of repeating it.
     let _lock = WorkLock::wait(&cell.dir("representational").join(".layers.lock"))?;
-    if let Some(choice) = read_json::<LayerChoice>(&path, progress)? {
+    if let Some(choice) = read_record::<LayerChoice>(&path, progress)? {
         return Ok(choice);
     }
     let n_layers = model.lm.n_layers();
@@ -498,8 +566,16 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
         let train = study.stratified_train(*domain, n);
         select_layer(study, model, *domain, &train, progress)?
     };
-    write_json(&path, &choice)?;
+    write_record(&path, &choice)?;
     Ok(choice)
+}
+
+/// `<cell>/representational/layers.json`: the cell's veracity-layer choice and its curve, a
+/// hash-checked record like a unit's ([`write_record`]): every later stage and every resumed
+/// run reads the layer from it, so a garbled digit would move every probe to another layer.
+/// A damaged one is moved aside and the choice recomputed ([`read_record`]).
+pub fn layers_path(representational: &Path) -> PathBuf {
+    representational.join("layers.json")
 }
 
 /// C of the selection probes: the upstream default (`C: 1.0`). A C search per layer would
@@ -844,6 +920,97 @@ mod tests {
         (study, acts)
     }
 
+    /// Keeps the notes a run would show.
+    #[derive(Default)]
+    struct Notes(Vec<String>);
+
+    impl pstat_prompt::Progress for Notes {
+        fn start(&mut self, _: &str, _: usize) {}
+        fn advance(&mut self, _: usize) {}
+        fn finish(&mut self, _: bool) {}
+    }
+
+    impl Progress for Notes {
+        fn stage(&mut self, _: &str) {}
+        fn note(&mut self, message: &str) {
+            self.0.push(message.to_string());
+        }
+    }
+
+    /// layers.json is a hash-checked record: read back as written; with one digit of the layer
+    /// changed (same size, still valid JSON) it is named in a warning, moved aside and not used.
+    #[test]
+    fn a_garbled_layers_json_is_moved_aside_and_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = layers_path(dir.path());
+        let choice = LayerChoice {
+            model: "m".into(),
+            domain: Domain::CityLocations.to_string(),
+            veracity_layer: 17,
+            criterion: "test".into(),
+            scores: vec![LayerScore {
+                layer: 17,
+                average_precision: Some(0.75),
+                window_average_precision: Some(0.7),
+                auc: Some(0.8),
+            }],
+        };
+        crate::io::write_record(&path, &choice).unwrap();
+        let read = read_record::<LayerChoice>(&path, &mut crate::Silent).unwrap();
+        assert_eq!(read, Some(choice));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let garbled = text.replace("\"veracity_layer\": 17", "\"veracity_layer\": 13");
+        assert_ne!(garbled, text);
+        std::fs::write(&path, garbled).unwrap();
+        let mut notes = Notes::default();
+        assert_eq!(read_record::<LayerChoice>(&path, &mut notes).unwrap(), None);
+        assert!(!path.exists());
+        assert!(dir.path().join("layers.json.corrupt").is_file());
+        let named = path.display().to_string();
+        assert!(
+            notes
+                .0
+                .iter()
+                .any(|n| n.contains("warning") && n.contains(&named)),
+            "{:?}",
+            notes.0
+        );
+    }
+
+    /// sAwMIL rows say whether the baseline's and the perturbed probe's QPs converged.
+    #[test]
+    fn sawmil_rows_record_convergence() {
+        let dir = tempfile::tempdir().unwrap();
+        let (study, mut acts) = toy_study(dir.path());
+        // The toy shifts every token of a statement alike; sAwMIL's stage 2 needs the known
+        // positives (the last two tokens) to differ from the rest, so the first two go to 0.
+        for i in 0..acts.len() {
+            let start = acts.offsets[i] * acts.hidden;
+            acts.values[start..start + 2 * acts.hidden].fill(0.0);
+        }
+        let fit = |name: &str| {
+            probe_unit(
+                &study,
+                "toy",
+                Domain::CityLocations,
+                (Probe::Sawmil, 5),
+                &acts,
+                &dir.path().join(name),
+                &mut crate::Silent,
+            )
+            .unwrap()
+        };
+        let unit = fit("sawmil");
+        assert!(!unit.rows.is_empty());
+        for row in &unit.rows {
+            assert_eq!(row.converged, Some(true), "{}", row.condition);
+        }
+        // The noise-floor row is there, and its refit is seeded from the run's seed: a second
+        // computation gives the same rows.
+        assert!(unit.rows.iter().any(|r| r.condition == BASELINE_REFIT));
+        assert_eq!(fit("again").rows, unit.rows);
+    }
+
     #[test]
     fn a_probe_unit_counts_retractions_from_its_judgments_and_reads_back() {
         let dir = tempfile::tempdir().unwrap();
@@ -867,8 +1034,13 @@ mod tests {
         let baseline = unit.beliefs("baseline").unwrap();
         let believed: Vec<&String> = held_out.iter().filter(|id| baseline[*id]).collect();
         assert!(!believed.is_empty() && believed.len() < held_out.len());
-        // One row per perturbation, its counts those of the judgments it was made from.
-        assert_eq!(unit.rows.len(), study.conditions.perturbations().count());
+        // One row per perturbation and one for the baseline's refit, its counts those of the
+        // judgments it was made from.
+        assert_eq!(
+            unit.rows.len(),
+            study.conditions.perturbations().count() + 1
+        );
+        assert!(unit.rows.iter().any(|r| r.condition == BASELINE_REFIT));
         for row in &unit.rows {
             let judged = unit.beliefs(&row.condition).unwrap();
             let retracted = believed.iter().filter(|id| !judged[**id]).count();
@@ -879,11 +1051,43 @@ mod tests {
                 row.condition
             );
             assert_eq!((row.probe, row.layer), (probe, Some(5)));
+            assert_eq!(row.converged, None, "Mass-Mean has no solver to converge");
         }
         assert!(
             unit.rows.iter().any(|r| r.retractions > 0),
             "the toy retracts"
         );
+        // Every fitted Θ saw all 160 training bags (and the Noise bags); the baseline
+        // relabels none, a Θ that moves a kind relabels all of that kind's bags.
+        let noise = unit
+            .relabelled
+            .iter()
+            .find(|r| r.condition == "baseline" && r.kind == "noise")
+            .map_or(0, |r| r.bags);
+        for condition in study.conditions.conditions.iter().map(|c| &c.name) {
+            let of: Vec<&RelabelledRow> = unit
+                .relabelled
+                .iter()
+                .filter(|r| &r.condition == condition)
+                .collect();
+            assert_eq!(of.iter().map(|r| r.bags).sum::<usize>(), 160 + noise);
+            assert!(
+                of.iter()
+                    .all(|r| r.relabelled == 0 || r.relabelled == r.bags)
+            );
+            if condition == "baseline" {
+                assert!(of.iter().all(|r| r.relabelled == 0));
+            }
+        }
+        // The toy has Synthetic TF statements (no Synthetic FI ones): moving them to True
+        // relabels exactly their 40 bags.
+        let moved: usize = unit
+            .relabelled
+            .iter()
+            .filter(|r| r.condition == "synthetic_tf")
+            .map(|r| r.relabelled)
+            .sum();
+        assert_eq!(moved, 40);
         // The stage's retraction labels name the probe and condition of each retraction.
         let mut retractions = crate::stage::Retractions::default();
         unit.add_retractions(&study, probe, &mut retractions);

@@ -11,8 +11,8 @@ use pstat_data::activations::Activations;
 use pstat_stability::Judgments;
 use pstat_tables::{
     AnswerRow, ClusterRow, ComparisonRow, ConditionTitle, DECISIONS_FILE, Decisions, DistanceRow,
-    FamiliarityRow, FormatDecision, LAYERS_FILE, LayerChoice, ResampleRow, StabilityRow, Table,
-    ThemeRow, write_json, write_table,
+    FamiliarityRow, FormatDecision, LAYERS_FILE, LayerChoice, RelabelledRow, ResampleRow,
+    StabilityRow, Table, ThemeRow, write_json, write_table,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -95,6 +95,8 @@ pub struct Tables {
     /// Paired Synthetic-vs-Fictional tests, before Holm's correction over the run.
     pub comparisons: Vec<ComparisonRow>,
     pub layers: Vec<LayerChoice>,
+    /// Per probe unit, Θ and kind: training bags seen and relabelled relative to Θ0.
+    pub relabelled: Vec<RelabelledRow>,
     pub familiarity: Vec<FamiliarityRow>,
     pub distances: Vec<DistanceRow>,
     pub answers: Vec<AnswerRow>,
@@ -115,6 +117,7 @@ impl Tables {
         pstat_stability::adjust_holm(&mut comparisons);
         write_table(out, &comparisons)?;
         write_json(&out.join(LAYERS_FILE), &self.layers)?;
+        write_table(out, &self.relabelled)?;
         write_table(out, &self.familiarity)?;
         write_table(out, &self.distances)?;
         write_table(out, &self.clusters)?;
@@ -144,6 +147,7 @@ impl Tables {
             FamiliarityRow::FILE,
             DistanceRow::FILE,
             LAYERS_FILE,
+            RelabelledRow::FILE,
             ClusterRow::FILE,
             AnswerRow::FILE,
             DECISIONS_FILE,

@@ -15,6 +15,7 @@
 //! | `bigram_distances.csv`      | [`BigramDistanceRow`] |
 //! | `clusters.csv`              | [`ClusterRow`]        |
 //! | `themes.csv`                | [`ThemeRow`]          |
+//! | `relabelled_bags.csv`       | [`RelabelledRow`]     |
 //! | `layers.json`               | [`LayerChoice`]       |
 //! | `decisions.json`            | [`Decisions`]         |
 

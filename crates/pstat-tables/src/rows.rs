@@ -47,7 +47,17 @@ pub struct StabilityRow {
     /// rate is not a K-statement rate. Empty where there is no context.
     #[serde(default)]
     pub short_context: Option<bool>,
+    /// sAwMIL rows: whether the QPs of both the baseline and the perturbed probe converged
+    /// before the solver's caps (`false`: at least one fit is approximate). Empty for Mass-Mean
+    /// and behavioral rows.
+    #[serde(default)]
+    pub converged: Option<bool>,
 }
+
+/// The `condition` of a representational row that is not a perturbation but the noise floor:
+/// the baseline probe refit on another seeded shuffle of its training bags, compared with the
+/// baseline (no label changes, so its rates are what refitting alone moves).
+pub const BASELINE_REFIT: &str = "baseline_refit";
 
 /// The identifying columns of a [`StabilityRow`], apart from the measured values.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -82,7 +92,7 @@ impl StabilityRow {
 }
 
 /// The columns of `stability.csv`, in order.
-pub const STABILITY_COLUMNS: [&str; 24] = [
+pub const STABILITY_COLUMNS: [&str; 25] = [
     "model",
     "domain",
     "instantiation",
@@ -107,6 +117,7 @@ pub const STABILITY_COLUMNS: [&str; 24] = [
     "c",
     "context_size",
     "short_context",
+    "converged",
 ];
 
 fn opt<T: ToString>(v: &Option<T>) -> String {
@@ -394,6 +405,36 @@ impl Table for ThemeRow {
     }
 }
 
+/// One row of `relabelled_bags.csv`: of the training bags of one kind that the probe of a
+/// (model, domain, layer) saw under Θ, how many Θ labelled differently from Θ0. A kind is
+/// relabelled whole or not at all; the baseline's rows have 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelabelledRow {
+    pub model: String,
+    pub domain: String,
+    pub probe: Probe,
+    pub layer: usize,
+    pub condition: String,
+    /// Statement kind (`noise` for the Gaussian sequences).
+    pub kind: String,
+    pub bags: usize,
+    pub relabelled: usize,
+}
+
+impl Table for RelabelledRow {
+    const FILE: &'static str = "relabelled_bags.csv";
+    fn key(&self) -> String {
+        key_of(&[
+            &self.model,
+            &self.domain,
+            self.probe.as_str(),
+            &self.layer.to_string(),
+            &self.condition,
+            &self.kind,
+        ])
+    }
+}
+
 /// One entry of `layers.json`: how the veracity layer of a (model, domain) was chosen.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerChoice {
@@ -482,7 +523,7 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join("stability.csv")).unwrap();
         assert_eq!(text.lines().next().unwrap(), STABILITY_COLUMNS.join(","));
         assert!(
-            text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,,,\n"),
+            text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,,,,\n"),
             "{text}"
         );
         assert_eq!(read_table::<StabilityRow>(dir.path()).unwrap(), rows);

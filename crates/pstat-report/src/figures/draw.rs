@@ -26,6 +26,8 @@ const PALETTE: [RGBColor; 10] = [
 ];
 const NOISE_GREY: RGBColor = RGBColor(190, 190, 190);
 const BAND_GREY: RGBColor = RGBColor(235, 235, 235);
+/// The noise-floor band: darker than the alternating row bands, lighter than any dot.
+const FLOOR_GREY: RGBColor = RGBColor(215, 215, 215);
 
 const FONT: &str = "sans-serif";
 const PANEL_WIDTH: u32 = 470;
@@ -164,7 +166,8 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) 
             categories,
             series,
             medians,
-        } => draw_dots(area, panel, categories, series, medians),
+            floor,
+        } => draw_dots(area, panel, categories, series, medians, *floor),
         PanelBody::Curves {
             x_label,
             curves,
@@ -180,10 +183,11 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) 
 }
 
 /// Upper end of a value axis starting at 0: the largest value or interval end plus 8%.
-fn dots_axis_max(series: &[DotSeries], medians: &[Option<f64>]) -> f64 {
+fn dots_axis_max(series: &[DotSeries], medians: &[Option<f64>], floor: Option<Dot>) -> f64 {
     let ends = series
         .iter()
         .flat_map(|s| s.dots.iter().flatten())
+        .chain(floor.as_ref())
         .flat_map(|d: &Dot| [Some(d.value), d.lo, d.hi])
         .chain(medians.iter().copied())
         .flatten()
@@ -198,10 +202,11 @@ fn draw_dots<DB: DrawingBackend>(
     categories: &[String],
     series: &[DotSeries],
     medians: &[Option<f64>],
+    floor: Option<Dot>,
 ) -> DrawResult<DB> {
     let n = categories.len();
     let label_width = categories.iter().map(|c| text_width(c)).max().unwrap_or(0) + 14;
-    let x_max = dots_axis_max(series, medians);
+    let x_max = dots_axis_max(series, medians, floor);
     let mut chart = ChartBuilder::on(area)
         .caption(&panel.title, (FONT, 15))
         .margin(10)
@@ -228,6 +233,20 @@ fn draw_dots<DB: DrawingBackend>(
             BAND_GREY.filled(),
         )
     }))?;
+    // The noise floor lies behind the dots: rates inside its band are what refitting alone moves.
+    if let Some(floor) = floor {
+        let (top, bottom) = (-0.5, n as f64 - 0.5);
+        if let (Some(lo), Some(hi)) = (floor.lo, floor.hi) {
+            chart.draw_series([Rectangle::new(
+                [(lo, top), (hi, bottom)],
+                FLOOR_GREY.mix(0.7).filled(),
+            )])?;
+        }
+        chart.draw_series([PathElement::new(
+            vec![(floor.value, top), (floor.value, bottom)],
+            NOISE_GREY.stroke_width(2),
+        )])?;
+    }
     let base = area.get_base_pixel();
     let label_style =
         TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Right, VPos::Center));

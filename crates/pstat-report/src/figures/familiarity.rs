@@ -111,6 +111,7 @@ fn per_kind_figure(values: &[KindCell], value_label: &str) -> Figure {
                         median(&v)
                     })
                     .collect(),
+                floor: None,
             },
         })
         .collect();

@@ -126,6 +126,7 @@ mod tests {
                         ],
                     }],
                     medians: vec![Some(0.4), None],
+                    floor: None,
                 },
             }],
             ncols: 1,

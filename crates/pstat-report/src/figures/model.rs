@@ -49,6 +49,8 @@ pub enum PanelBody {
         categories: Vec<String>,
         series: Vec<DotSeries>,
         medians: Vec<Option<f64>>,
+        /// A noise floor behind every row: a line at its value and a band over its interval.
+        floor: Option<Dot>,
     },
     /// Curves: log–log (rank–frequency) or linear (a score per layer, with a dot per point).
     Curves {

@@ -7,7 +7,7 @@ use crate::inputs::RunData;
 use crate::names::{ConditionTitles, condition_order, domain_order, domain_title, sorted_unique};
 use crate::select::{
     BEHAVIORAL, Measure, REPRESENTATIONAL, VeracityLayers, across_models, behavioral_main,
-    behavioral_variants, median, offset_label, representational, sawmil_layer_offsets,
+    behavioral_variants, median, noise_floor, offset_label, representational, sawmil_layer_offsets,
 };
 use pstat_stability::StabilityRow;
 use pstat_tables::Probe;
@@ -32,6 +32,8 @@ type Labelled<'a> = Vec<(String, &'a StabilityRow)>;
 struct PanelRow<'a> {
     name: &'static str,
     rows: Labelled<'a>,
+    /// The noise-floor rows drawn behind the dots (representational rows; empty elsewhere).
+    floor: Vec<&'a StabilityRow>,
 }
 
 fn by_model(rows: Vec<&StabilityRow>) -> Labelled<'_> {
@@ -64,34 +66,41 @@ pub fn stability_figure(
                     "Fig. A1 — Expansion rates by perturbation Θ",
                 )
             };
+            let floor = noise_floor(data, layers, Probe::Sawmil);
             let caption = format!(
                 "{} per condition; one dot per model with its 95% bootstrap interval, the black bar is the median across models. \
-                 Behavioral: {}. Representational: {}.",
+                 Behavioral: {}. Representational: {}.{}",
                 capitalise(measure.noun()),
                 behavioral.description,
-                sawmil.description
+                sawmil.description,
+                floor_note(&floor)
             );
             let rows = vec![
                 PanelRow {
                     name: "behavioral",
                     rows: by_model(behavioral.rows),
+                    floor: Vec::new(),
                 },
                 PanelRow {
                     name: "representational",
                     rows: by_model(sawmil.rows),
+                    floor,
                 },
             ];
             (id, title, measure, true, rows, caption)
         }
         StabilityFigure::MassMean => {
             let mass_mean = representational(data, layers, Probe::MassMean);
+            let floor = noise_floor(data, layers, Probe::MassMean);
             let caption = format!(
-                "Retraction rate per condition for {}; one dot per model with its 95% bootstrap interval, the black bar is the median across models.",
-                mass_mean.description
+                "Retraction rate per condition for {}; one dot per model with its 95% bootstrap interval, the black bar is the median across models.{}",
+                mass_mean.description,
+                floor_note(&floor)
             );
             let rows = vec![PanelRow {
                 name: "Mass-Mean",
                 rows: by_model(mass_mean.rows),
+                floor,
             }];
             (
                 "figA7_mass_mean",
@@ -114,6 +123,7 @@ pub fn stability_figure(
             let rows = vec![PanelRow {
                 name: REPRESENTATIONAL,
                 rows,
+                floor: Vec::new(),
             }];
             (
                 "figA4_layers",
@@ -133,6 +143,7 @@ pub fn stability_figure(
             let rows = vec![PanelRow {
                 name: BEHAVIORAL,
                 rows: behavioral_variants(data),
+                floor: Vec::new(),
             }];
             (
                 "figA5_k_baseline",
@@ -173,10 +184,23 @@ pub fn stability_figure(
                 .filter(|(_, r)| &r.domain == domain)
                 .cloned()
                 .collect();
+            let floor: Vec<Dot> = panel_row
+                .floor
+                .iter()
+                .filter(|r| &r.domain == domain)
+                .filter_map(|r| measure.dot(r))
+                .collect();
             panels.push(Panel {
                 title: format!("{} · {}", domain_title(domain), panel_row.name),
                 value_label: measure.noun().to_string(),
-                body: dots_body(&rows, &groups, &conditions, &titles, measure, per_model),
+                body: dots_body(
+                    &rows,
+                    &groups,
+                    &conditions,
+                    (&titles, measure),
+                    per_model,
+                    across_models(&floor),
+                ),
             });
         }
     }
@@ -196,6 +220,13 @@ pub fn stability_figure(
             marker: Marker::MedianBar,
         });
     }
+    if panel_rows.iter().any(|p| !p.floor.is_empty()) {
+        legend.push(LegendEntry {
+            label: "noise floor (baseline refit)".into(),
+            swatch: Swatch::Noise,
+            marker: Marker::Line,
+        });
+    }
     Some(FigureSpec {
         id: id.to_string(),
         title: title.to_string(),
@@ -211,6 +242,17 @@ pub fn stability_figure(
 const AGGREGATE_NOTE: &str = "With one model, each dot is its rate with the 95% bootstrap interval; \
 with several, the median across models with the interquartile range.";
 
+/// The caption's sentence on the noise floor, when the run has one.
+fn floor_note(floor: &[&StabilityRow]) -> &'static str {
+    if floor.is_empty() {
+        ""
+    } else {
+        " Grey line and band: the noise floor, the baseline probe refit on another shuffle of its training bags and compared with the baseline \
+         (with one model its rate and 95% interval; with several the median and interquartile range across models); \
+         a rate inside it is no larger than refitting alone moves."
+    }
+}
+
 fn capitalise(s: &str) -> String {
     let mut c = s.chars();
     c.next().map_or_else(String::new, |f| {
@@ -218,14 +260,15 @@ fn capitalise(s: &str) -> String {
     })
 }
 
-/// One series per group; each dot aggregates the group's rows of that condition across models.
+/// One series per group; each dot aggregates the group's rows of that condition across models;
+/// `floor` is drawn behind them.
 fn dots_body(
     rows: &Labelled,
     groups: &[String],
     conditions: &[String],
-    titles: &ConditionTitles,
-    measure: Measure,
+    (titles, measure): (&ConditionTitles, Measure),
     with_median: bool,
+    floor: Option<Dot>,
 ) -> PanelBody {
     let values = |group: Option<&str>, condition: &str| -> Vec<Dot> {
         rows.iter()
@@ -255,6 +298,7 @@ fn dots_body(
         categories: conditions.iter().map(|c| titles.title(c)).collect(),
         series,
         medians,
+        floor,
     }
 }
 
