@@ -304,11 +304,21 @@ fn reference(t: Tiny, w: &Weights, tokens: &[u32]) -> (Vec<Vec<Vec<f64>>>, Vec<V
                 .zip(&up)
                 .map(|(&z, &u)| {
                     let a = if gemma {
-                        0.5 * z
-                            * (1.0
-                                + ((2.0 / std::f64::consts::PI).sqrt()
-                                    * (z + 0.044715 * z * z * z))
-                                    .tanh())
+                        // GELU-tanh with ggml's f16 rounding of its input and output (the
+                        // table the forward looks up), in f64 otherwise.
+                        let f16 = |v: f64| f64::from(half::f16::from_f64(v).to_f32());
+                        let gelu = |z: f64| {
+                            0.5 * z
+                                * (1.0
+                                    + ((2.0 / std::f64::consts::PI).sqrt()
+                                        * (z + 0.044715 * z * z * z))
+                                        .tanh())
+                        };
+                        match z {
+                            z if z <= -10.0 => 0.0,
+                            z if z >= 10.0 => z,
+                            z => f16(gelu(f16(z))),
+                        }
                     } else {
                         z / (1.0 + (-z).exp())
                     };
