@@ -1,16 +1,20 @@
 """Tiny random-weight models written twice: as a Hugging Face folder (config.json, safetensors,
 tokenizer.json, tokenizer_config.json) and as the GGUF that llama.cpp's convert_hf_to_gguf.py
-would make of it (tensor names mapped, Llama's q/k rows permuted, Gemma 3's norms shifted by 1).
+would make of it (tensor names mapped, Llama's q/k rows permuted, Gemma's norms shifted by 1).
 pstat must read both to the same logits and hidden states (crates/pstat-lm/tests/hf_folder.rs).
 
 The vocabularies are real ones cut down: the byte tokens and first merges of llama.cpp's
 ggml-vocab-llama-bpe.gguf (Llama 3) and ggml-vocab-qwen2.gguf (Qwen 2.5), plus their special
 tokens, so the tokenizer.json files are genuine byte-level BPE tokenizers.
 
-Three models cover the formats pstat reads:
-  llama  LlamaForCausalLM, bf16, two shards + model.safetensors.index.json, untied head, chat
-  qwen2  Qwen2ForCausalLM, f16, model.safetensors, q/k/v biases, tied head, chat
-  gemma3 Gemma3ForCausalLM, f32, model.safetensors, local/global layers, tied head, base
+Six models cover the formats pstat reads:
+  llama    LlamaForCausalLM, bf16, two shards + model.safetensors.index.json, untied head, chat
+  qwen2    Qwen2ForCausalLM, f16, model.safetensors, q/k/v biases, tied head, chat
+  gemma3   Gemma3ForCausalLM, f32, model.safetensors, local/global layers, tied head, base
+  gemma    GemmaForCausalLM, bf16, model.safetensors, tied head, base
+  gemma2   Gemma2ForCausalLM, f16, model.safetensors, soft-capped logits, local/global layers
+  gemma3mm Gemma3ForConditionalGeneration, bf16, text model under model.language_model.*,
+           settings under text_config, plus vision tensors that the GGUF leaves out
 
 Usage: python make_tiny_pairs.py VOCAB_DIR OUT_DIR
   VOCAB_DIR: llama.cpp's models/ folder (in the llama-cpp-python 0.3.36 sdist:
@@ -164,6 +168,8 @@ def make(out, vocab_dir, spec, seed):
     h, ffn, n_layers = 64, 128, spec["layers"]
     n_head, n_kv, hd = 4, spec["kv_heads"], 16
     arch = spec["arch"]
+    name = spec.get("name", arch)
+    gemma = arch in ("gemma", "gemma2", "gemma3")
     dtype = spec["dtype"]
 
     def rand(*shape, scale=None):
@@ -175,7 +181,7 @@ def make(out, vocab_dir, spec, seed):
     if not spec["tied"]:
         hf["lm_head.weight"] = rand(n_vocab, h)
     # Gemma stores norm weights as offsets from 1; the others as the multiplier itself.
-    norm = (lambda: rand(h, scale=0.1)) if arch == "gemma3" else (lambda: 1.0 + rand(h, scale=0.1))
+    norm = (lambda: rand(h, scale=0.1)) if gemma else (lambda: 1.0 + rand(h, scale=0.1))
     hf["model.norm.weight"] = norm()
     for i in range(n_layers):
         p = f"model.layers.{i}."
@@ -191,14 +197,22 @@ def make(out, vocab_dir, spec, seed):
         if arch == "qwen2":
             for t, rows in (("q", n_head * hd), ("k", n_kv * hd), ("v", n_kv * hd)):
                 hf[p + f"self_attn.{t}_proj.bias"] = rand(rows, scale=0.5)
-        if arch == "gemma3":
+        if arch in ("gemma2", "gemma3"):
             hf[p + "pre_feedforward_layernorm.weight"] = norm()
             hf[p + "post_feedforward_layernorm.weight"] = norm()
+        if arch == "gemma3":
             hf[p + "self_attn.q_norm.weight"] = rand(hd, scale=0.1)
             hf[p + "self_attn.k_norm.weight"] = rand(hd, scale=0.1)
-    stored = {name: Stored(v, dtype) for name, v in hf.items()}
+    prefix = spec.get("text_prefix")
+    if prefix is not None:
+        # The multimodal layout: the language model under `prefix`, next to vision tensors
+        # that a text-only reader must leave alone.
+        hf = {(prefix + k[len("model."):] if k.startswith("model.") else k): v for k, v in hf.items()}
+        hf["model.vision_tower.vision_model.embeddings.patch_embedding.weight"] = rand(8, 3, 2, 2)
+        hf["model.multi_modal_projector.mm_input_projection_weight"] = rand(8, h)
+    stored = {k: Stored(v, dtype) for k, v in hf.items()}
 
-    folder = out / arch / "hf"
+    folder = out / name / "hf"
     folder.mkdir(parents=True, exist_ok=True)
     names = sorted(stored)
     if spec["shards"] == 1:
@@ -215,8 +229,9 @@ def make(out, vocab_dir, spec, seed):
         (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
 
     bos = spec["bos"]
-    config = dict(spec["config"])
-    config.update({
+    config = json.loads(json.dumps(spec["config"]))  # a deep copy: text_config is filled in
+    text = config.setdefault("text_config", {}) if prefix is not None else config
+    text.update({
         "hidden_size": h, "intermediate_size": ffn, "num_hidden_layers": n_layers,
         "num_attention_heads": n_head, "num_key_value_heads": n_kv, "head_dim": hd,
         "vocab_size": n_vocab, "tie_word_embeddings": spec["tied"], "max_position_embeddings": 256,
@@ -232,8 +247,8 @@ def make(out, vocab_dir, spec, seed):
     (folder / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=2) + "\n")
 
     # The GGUF: what convert_hf_to_gguf.py writes for this folder (F32 norms, stored type else).
-    writer = GGUFWriter(out / arch / "model.gguf", arch)
-    writer.add_name(f"tiny-{arch}")
+    writer = GGUFWriter(out / name / "model.gguf", arch)
+    writer.add_name(f"tiny-{name}")
     writer.add_block_count(n_layers)
     writer.add_embedding_length(h)
     writer.add_feed_forward_length(ffn)
@@ -242,11 +257,15 @@ def make(out, vocab_dir, spec, seed):
     writer.add_key_length(hd)
     writer.add_value_length(hd)
     writer.add_context_length(256)
-    writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
-    writer.add_rope_freq_base(config["rope_theta"])
+    writer.add_layer_norm_rms_eps(text["rms_norm_eps"])
+    writer.add_rope_freq_base(text["rope_theta"])
     if arch == "gemma3":
-        writer.add_sliding_window(config["sliding_window"])
+        writer.add_sliding_window(text["sliding_window"])
         writer.add_uint32(f"{arch}.attention.sliding_window_pattern", spec["pattern"])
+    if arch == "gemma2":
+        writer.add_sliding_window(text["sliding_window"])
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            writer.add_float32(f"{arch}.{key}", text[key])
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre(spec["pre"])
     writer.add_token_list(tokens)
@@ -272,19 +291,25 @@ def make(out, vocab_dir, spec, seed):
         "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
         "pre_feedforward_layernorm.weight": "ffn_norm.weight",
         "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
-        "post_attention_layernorm.weight": "post_attention_norm.weight" if arch == "gemma3" else "ffn_norm.weight",
+        "post_attention_layernorm.weight":
+            "post_attention_norm.weight" if arch in ("gemma2", "gemma3") else "ffn_norm.weight",
     }
     for i in range(n_layers):
         for k, v in per_layer.items():
             gguf_names[f"model.layers.{i}.{k}"] = f"blk.{i}.{v}"
+    if prefix is not None:
+        gguf_names = {(prefix + k[len("model."):] if k.startswith("model.") else k): v
+                      for k, v in gguf_names.items()}
     for name in names:
+        if name not in gguf_names:
+            continue  # the vision tower and projector: not part of the language model
         t = stored[name]
         raw, f32 = t.raw, t.f32
         if arch == "llama" and name.endswith(("q_proj.weight", "q_proj.bias")):
             raw, f32 = permute(raw, n_head, n_head), permute(f32, n_head, n_head)
         if arch == "llama" and name.endswith(("k_proj.weight", "k_proj.bias")):
             raw, f32 = permute(raw, n_head, n_kv), permute(f32, n_head, n_kv)
-        if arch == "gemma3" and name.endswith("norm.weight"):
+        if gemma and name.endswith("norm.weight"):
             writer.add_tensor(gguf_names[name], f32 + np.float32(1.0))
         elif len(t.shape) == 1:
             writer.add_tensor(gguf_names[name], f32)
@@ -327,6 +352,42 @@ SPECS = [
                    "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 16, "sliding_window": 8,
                    "layer_types": ["sliding_attention", "full_attention"],
                    "final_logit_softcapping": None, "attn_logit_softcapping": None},
+    },
+    {
+        "arch": "gemma", "vocab": "llama-bpe", "pre": "llama-bpe", "regex": LLAMA3_REGEX,
+        "specials": ["<|begin_of_text|>", "<|end_of_text|>"],
+        "bos": "<|begin_of_text|>", "bos_token": "<|begin_of_text|>", "eos": "<|end_of_text|>",
+        "ignore_merges": True, "template": None, "dtype": "BF16", "shards": 1, "tied": True, "layers": 2,
+        "kv_heads": 4,
+        # Gemma 1 configs say "gelu"; transformers and llama.cpp run the tanh approximation.
+        "config": {"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_act": "gelu",
+                   "hidden_activation": None, "rms_norm_eps": 1e-6, "rope_theta": 10000.0},
+    },
+    {
+        "arch": "gemma2", "vocab": "llama-bpe", "pre": "llama-bpe", "regex": LLAMA3_REGEX,
+        "specials": ["<|begin_of_text|>", "<|end_of_text|>"],
+        "bos": "<|begin_of_text|>", "bos_token": "<|begin_of_text|>", "eos": "<|end_of_text|>",
+        "ignore_merges": True, "template": None, "dtype": "F16", "shards": 1, "tied": True, "layers": 2,
+        "kv_heads": 2,
+        # Caps low enough to bend these random logits, so that a missing cap shows.
+        "config": {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+                   "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+                   "query_pre_attn_scalar": 16, "sliding_window": 8,
+                   "layer_types": ["sliding_attention", "full_attention"],
+                   "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0},
+    },
+    {
+        "arch": "gemma3", "name": "gemma3mm", "text_prefix": "model.language_model.",
+        "vocab": "llama-bpe", "pre": "llama-bpe", "regex": LLAMA3_REGEX,
+        "specials": ["<|begin_of_text|>", "<|end_of_text|>"],
+        "bos": "<|begin_of_text|>", "bos_token": "<|begin_of_text|>", "eos": "<|end_of_text|>",
+        "ignore_merges": True, "template": None, "dtype": "BF16", "shards": 1, "tied": True, "layers": 2,
+        "kv_heads": 2, "pattern": 2,
+        "config": {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                   "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8},
+                   "text_config": {"model_type": "gemma3_text", "rms_norm_eps": 1e-6,
+                                   "rope_theta": 1000000.0, "query_pre_attn_scalar": 16,
+                                   "sliding_window": 8, "sliding_window_pattern": 2}},
     },
 ]
 

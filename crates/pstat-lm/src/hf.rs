@@ -10,8 +10,10 @@
 //! - tensor names are mapped (`model.layers.3.self_attn.q_proj.weight` → `blk.3.attn_q.weight`);
 //! - Llama's q/k rows are permuted as the converter's `LlamaModel.permute` does (RoPE on
 //!   adjacent pairs instead of halves);
-//! - Gemma 3's norm weights get the `1 +` its RMSNorm applies (`Gemma3Model.norm_shift`),
-//!   computed in f32 as Hugging Face does.
+//! - Gemma's norm weights get the `1 +` its RMSNorm applies (`GemmaModel`, `Gemma2Model`,
+//!   `Gemma3Model.norm_shift`), computed in f32 as Hugging Face does;
+//! - the multimodal `Gemma3ForConditionalGeneration` is read as its language model:
+//!   `text_config` and the `language_model` tensors; the vision tower's tensors are never read.
 //!
 //! Weights keep their stored type (F32, F16 or BF16). Layer L of pstat's residual stream is
 //! `hidden_states[L]` of transformers' `output_hidden_states=True` (0 = embeddings) for
@@ -73,7 +75,22 @@ const SUPPORTED: &[(&str, Arch)] = &[
     ("LlamaForCausalLM", Arch::Llama),
     ("MistralForCausalLM", Arch::Llama),
     ("Qwen2ForCausalLM", Arch::Qwen2),
+    ("GemmaForCausalLM", Arch::Gemma),
+    ("Gemma2ForCausalLM", Arch::Gemma2),
     ("Gemma3ForCausalLM", Arch::Gemma3),
+    ("Gemma3ForConditionalGeneration", Arch::Gemma3),
+];
+
+/// The multimodal Gemma 3 checkpoint: its language model's settings live under `text_config`
+/// and its tensors under one of [`TEXT_MODEL_PREFIXES`]; the vision tower is not read.
+const CONDITIONAL_GENERATION: &str = "Gemma3ForConditionalGeneration";
+
+/// Where multimodal checkpoints keep the language model's `model.*` tensors (older
+/// transformers wrote `language_model.model.*`, newer ones `model.language_model.*`), each
+/// with the `lm_head.weight` name that goes with it.
+const TEXT_MODEL_PREFIXES: [(&str, &str); 2] = [
+    ("language_model.model.", "language_model.lm_head.weight"),
+    ("model.language_model.", "lm_head.weight"),
 ];
 
 /// Whether `path` is a Hugging Face folder rather than a GGUF file: any directory is treated as
@@ -100,17 +117,19 @@ pub fn read_json(path: &Path) -> Result<Json, HfError> {
     })
 }
 
-/// config.json, with typed, range-checked field access.
+/// config.json (or its `text_config` section), with typed, range-checked field access.
 struct Config {
     path: PathBuf,
     json: Json,
+    /// Prefix of the section's fields in error messages (`text_config.` or empty).
+    section: &'static str,
 }
 
 impl Config {
     fn field_error(&self, field: &str, detail: impl Into<String>) -> HfError {
         HfError::Field {
             path: self.path.clone(),
-            field: field.to_string(),
+            field: format!("{}{field}", self.section),
             detail: detail.into(),
         }
     }
@@ -216,6 +235,7 @@ impl HfFolder {
         let config = Config {
             json: read_json(&config_path)?,
             path: config_path,
+            section: "",
         };
         let hf_arch = match config.get("architectures").and_then(|a| a.get(0)) {
             Some(Json::String(name)) => name.clone(),
@@ -234,11 +254,32 @@ impl HfFolder {
                 path: config.path.clone(),
                 arch: hf_arch.clone(),
             })?;
+        let multimodal = hf_arch == CONDITIONAL_GENERATION;
+        let config = if multimodal {
+            match config.json.get("text_config") {
+                Some(text @ Json::Object(_)) => Config {
+                    json: text.clone(),
+                    path: config.path.clone(),
+                    section: "text_config.",
+                },
+                _ => {
+                    return Err(config.field_error(
+                        "text_config",
+                        format!("is missing: {hf_arch} keeps the language model's settings there"),
+                    ));
+                }
+            }
+        } else {
+            config
+        };
         let (metadata, shape) = translate(&config, arch)?;
         let weights = SafeTensors::open(dir)?;
         let mut names = tensor_map(&shape, arch);
         if shape.tied {
             names.remove("output.weight");
+        }
+        if multimodal {
+            text_model_names(&mut names, &weights);
         }
         let mut tensor_dims = HashMap::new();
         for (gguf_name, mapped) in &names {
@@ -306,7 +347,7 @@ struct Shape {
 /// pstat reads or refuses.
 fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Shape), HfError> {
     let a = arch.gguf_name();
-    let gemma = arch == Arch::Gemma3;
+    let gemma = matches!(arch, Arch::Gemma | Arch::Gemma2 | Arch::Gemma3);
     let mut meta: HashMap<String, Value> = HashMap::new();
     let mut put = |key: &str, value: Value| {
         meta.insert(format!("{a}.{key}"), value);
@@ -328,7 +369,8 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
     }
     let head_dim = match (config.get("head_dim"), gemma) {
         (Some(_), _) => config.count("head_dim")?,
-        // Gemma 3's default (transformers' Gemma3TextConfig).
+        // The Gemma configs' default (transformers' GemmaConfig, Gemma2Config,
+        // Gemma3TextConfig).
         (None, true) => 256,
         (None, false) => {
             if hidden % n_heads != 0 {
@@ -362,14 +404,22 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
         "feed_forward_length",
         u32_of("intermediate_size", config.count("intermediate_size")?)?,
     );
-    let context = config.count_or("max_position_embeddings", gemma.then_some(131_072))?;
+    let default_context = match arch {
+        Arch::Gemma3 => Some(131_072),
+        Arch::Gemma | Arch::Gemma2 => Some(8192),
+        Arch::Llama | Arch::Qwen2 => None,
+    };
+    let context = config.count_or("max_position_embeddings", default_context)?;
     put(
         "context_length",
         u32_of("max_position_embeddings", context)?,
     );
     let eps = config.positive_or("rms_norm_eps", gemma.then_some(1e-6))?;
     put("attention.layer_norm_rms_epsilon", Value::F32(eps as f32));
-    let theta = config.positive_or("rope_theta", Some(if gemma { 1e6 } else { 1e4 }))?;
+    let theta = config.positive_or(
+        "rope_theta",
+        Some(if arch == Arch::Gemma3 { 1e6 } else { 1e4 }),
+    )?;
     put("rope.freq_base", Value::F32(theta as f32));
     if let Some(scaling) = config.get("rope_scaling") {
         let kind = scaling
@@ -400,13 +450,17 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
         )?,
     )?;
     let expected_activation = if gemma { "gelu_pytorch_tanh" } else { "silu" };
+    // Gemma 1 configs say `hidden_act: "gelu"`, yet transformers and llama.cpp both run the
+    // tanh approximation for them.
+    let accepted =
+        activation == expected_activation || (arch == Arch::Gemma && activation == "gelu");
     config.require(
         if config.get("hidden_activation").is_some() {
             "hidden_activation"
         } else {
             "hidden_act"
         },
-        activation == expected_activation,
+        accepted,
         &format!("this architecture is implemented with {expected_activation}"),
     )?;
     match arch {
@@ -445,7 +499,10 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
             );
             put(
                 "attention.sliding_window_pattern",
-                u32_of("sliding_window_pattern", gemma3_pattern(config, n_layers)?)?,
+                u32_of(
+                    "sliding_window_pattern",
+                    window_pattern(config, n_layers, 6)?,
+                )?,
             );
             let scalar = config.positive_or("query_pre_attn_scalar", Some(head_dim as f64))?;
             put("attention.query_pre_attn_scalar", Value::F32(scalar as f32));
@@ -463,8 +520,24 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
                 )?;
             }
         }
-        // SUPPORTED converts no folder to these architectures.
-        Arch::Gemma | Arch::Gemma2 => unreachable!("no folder architecture converts to {arch:?}"),
+        Arch::Gemma => {}
+        Arch::Gemma2 => {
+            // The converter reads these three without defaults (`Gemma2Model.set_gguf_parameters`).
+            let window = config.count("sliding_window")?;
+            put(
+                "attention.sliding_window",
+                u32_of("sliding_window", window)?,
+            );
+            config.require(
+                "layer_types",
+                window_pattern(config, n_layers, 2)? == 2,
+                "gemma2 alternates local and global layers, starting with a local one",
+            )?;
+            for field in ["attn_logit_softcapping", "final_logit_softcapping"] {
+                let cap = config.positive_or(field, None)?;
+                put(field, Value::F32(cap as f32));
+            }
+        }
     }
     let tied = config.bool_or("tie_word_embeddings", gemma)?;
     meta.insert("general.architecture".into(), Value::String(a.into()));
@@ -482,12 +555,12 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
     ))
 }
 
-/// Gemma 3's local/global layout as a period: `layer_types` (newer configs) or
-/// `sliding_window_pattern` (older ones, default 6); layer i is global when (i + 1) is a
+/// Gemma 2/3's local/global layout as a period: `layer_types` (newer configs) or
+/// `sliding_window_pattern` (older ones, else `default`); layer i is global when (i + 1) is a
 /// multiple of it.
-fn gemma3_pattern(config: &Config, n_layers: usize) -> Result<usize, HfError> {
+fn window_pattern(config: &Config, n_layers: usize, default: usize) -> Result<usize, HfError> {
     let Some(types) = config.get("layer_types") else {
-        return config.count_or("sliding_window_pattern", Some(6));
+        return config.count_or("sliding_window_pattern", Some(default));
     };
     let types: Vec<&str> = types
         .as_array()
@@ -531,7 +604,7 @@ fn tensor_map(shape: &Shape, arch: Arch) -> HashMap<String, Mapped> {
     };
     let norm = |hf: String| Mapped {
         hf_name: hf,
-        transform: if arch == Arch::Gemma3 {
+        transform: if matches!(arch, Arch::Gemma | Arch::Gemma2 | Arch::Gemma3) {
             Transform::AddOne
         } else {
             Transform::None
@@ -611,7 +684,14 @@ fn tensor_map(shape: &Shape, arch: Arch) -> HashMap<String, Mapped> {
                 put("attn_k.bias", hf("self_attn.k_proj.bias"), Transform::None);
                 put("attn_v.bias", hf("self_attn.v_proj.bias"), Transform::None);
             }
-            Arch::Gemma3 => {
+            Arch::Gemma => {
+                put(
+                    "ffn_norm.weight",
+                    hf("post_attention_layernorm.weight"),
+                    Transform::AddOne,
+                );
+            }
+            Arch::Gemma2 | Arch::Gemma3 => {
                 for (gguf, name) in [
                     (
                         "post_attention_norm.weight",
@@ -619,19 +699,41 @@ fn tensor_map(shape: &Shape, arch: Arch) -> HashMap<String, Mapped> {
                     ),
                     ("ffn_norm.weight", "pre_feedforward_layernorm.weight"),
                     ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
-                    ("attn_q_norm.weight", "self_attn.q_norm.weight"),
-                    ("attn_k_norm.weight", "self_attn.k_norm.weight"),
                 ] {
                     put(gguf, hf(name), Transform::AddOne);
                 }
-            }
-            // SUPPORTED converts no folder to these architectures.
-            Arch::Gemma | Arch::Gemma2 => {
-                unreachable!("no folder architecture converts to {arch:?}")
+                if arch == Arch::Gemma3 {
+                    put(
+                        "attn_q_norm.weight",
+                        hf("self_attn.q_norm.weight"),
+                        Transform::AddOne,
+                    );
+                    put(
+                        "attn_k_norm.weight",
+                        hf("self_attn.k_norm.weight"),
+                        Transform::AddOne,
+                    );
+                }
             }
         }
     }
     map
+}
+
+/// Moves the names of a text-only map to where a multimodal checkpoint keeps them: the first
+/// of [`TEXT_MODEL_PREFIXES`] whose embedding the weights hold (the first when none does, so
+/// that the missing-tensor error names a layout that exists).
+fn text_model_names(names: &mut HashMap<String, Mapped>, weights: &SafeTensors) {
+    let (prefix, head) = TEXT_MODEL_PREFIXES
+        .into_iter()
+        .find(|(prefix, _)| weights.has_hf(&format!("{prefix}embed_tokens.weight")))
+        .unwrap_or(TEXT_MODEL_PREFIXES[0]);
+    for mapped in names.values_mut() {
+        mapped.hf_name = match mapped.hf_name.strip_prefix("model.") {
+            Some(rest) => format!("{prefix}{rest}"),
+            None => head.to_string(),
+        };
+    }
 }
 
 /// The safetensors files of a folder, each tensor found through the index (or the single file).
@@ -744,6 +846,10 @@ impl SafeTensors {
 
     /// The file holding Hugging Face tensor `hf_name`, or an error naming the file that should
     /// have listed it.
+    fn has_hf(&self, hf_name: &str) -> bool {
+        self.routing.contains_key(hf_name)
+    }
+
     fn locate(&self, hf_name: &str) -> Result<usize, HfError> {
         self.routing
             .get(hf_name)

@@ -1,7 +1,7 @@
 //! Hugging Face folders against their GGUF conversions: tiny random-weight models of each
 //! supported architecture, written both ways by tools/hf/make_tiny_pairs.py (the GGUF as
 //! llama.cpp's convert_hf_to_gguf.py would write it: names mapped, Llama's q/k rows permuted,
-//! Gemma 3's norms shifted by one). The two must give identical hidden states at every layer and
+//! Gemma's norms shifted by one). The two must give identical hidden states at every layer and
 //! identical next-token log-probabilities; the folders' tokenizer.json and chat templates load;
 //! and a damaged folder gives a one-line error naming the file and the field or tensor.
 
@@ -76,11 +76,56 @@ fn gemma3_folder_f32_matches_its_gguf() {
 }
 
 #[test]
+fn gemma_folder_bf16_matches_its_gguf() {
+    same_numbers("gemma");
+}
+
+#[test]
+fn gemma2_folder_f16_with_soft_caps_matches_its_gguf() {
+    same_numbers("gemma2");
+}
+
+/// The multimodal layout: settings under `text_config`, tensors under
+/// `model.language_model.*`, vision tensors beside them that are never read.
+#[test]
+fn gemma3_conditional_generation_folder_matches_its_gguf() {
+    same_numbers("gemma3mm");
+}
+
+/// The older multimodal layout (`language_model.model.*`) reads the same weights.
+#[test]
+fn gemma3_conditional_generation_older_tensor_names_load() {
+    let dir = scratch("gemma3mm");
+    let path = dir.path().join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
+    // Same length, so the offsets after the header stay valid.
+    let renamed = header.replace("model.language_model.", "language_model.model.");
+    assert_eq!(renamed.len(), header.len());
+    let mut out = bytes[..8].to_vec();
+    out.extend_from_slice(renamed.as_bytes());
+    out.extend_from_slice(&bytes[8 + header_len..]);
+    std::fs::write(&path, out).unwrap();
+    let renamed = LanguageModel::load(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let original = LanguageModel::load(&fixture("gemma3mm").join("hf")).unwrap();
+    let seqs = sequences(original.config().vocab_size);
+    let layers = [original.config().n_layers];
+    assert_eq!(
+        renamed.hidden_states(&seqs, &layers).unwrap(),
+        original.hidden_states(&seqs, &layers).unwrap()
+    );
+}
+
+#[test]
 fn folder_reports_its_weight_type_and_architecture() {
     for (arch, hf_arch, dtype) in [
         ("llama", "LlamaForCausalLM", "bf16"),
         ("qwen2", "Qwen2ForCausalLM", "f16"),
         ("gemma3", "Gemma3ForCausalLM", "f32"),
+        ("gemma", "GemmaForCausalLM", "bf16"),
+        ("gemma2", "Gemma2ForCausalLM", "f16"),
+        ("gemma3mm", "Gemma3ForConditionalGeneration", "bf16"),
     ] {
         let folder = HfFolder::open(&fixture(arch).join("hf")).unwrap();
         assert_eq!((folder.hf_arch(), folder.weight_type()), (hf_arch, dtype));
@@ -267,6 +312,41 @@ fn damaged_folders_are_refused_with_the_file_and_field() {
             "{field}: {err}"
         );
     }
+
+    // Gemma 2 fields the converter requires, and a multimodal config without its text model.
+    for field in [
+        "attn_logit_softcapping",
+        "final_logit_softcapping",
+        "sliding_window",
+    ] {
+        let dir = scratch("gemma2");
+        edit_json(&dir.path().join("config.json"), |v| {
+            v.as_object_mut().unwrap().remove(field);
+        });
+        let err = load_error(dir.path());
+        assert!(
+            err.contains("config.json") && err.contains(field) && err.contains("missing"),
+            "{field}: {err}"
+        );
+    }
+    let dir = scratch("gemma3mm");
+    edit_json(&dir.path().join("config.json"), |v| {
+        v.as_object_mut().unwrap().remove("text_config");
+    });
+    let err = load_error(dir.path());
+    assert!(
+        err.contains("config.json") && err.contains("`text_config`") && err.contains("missing"),
+        "{err}"
+    );
+    let dir = scratch("gemma3mm");
+    edit_json(&dir.path().join("config.json"), |v| {
+        v["text_config"]["num_hidden_layers"] = serde_json::json!(0);
+    });
+    let err = load_error(dir.path());
+    assert!(
+        err.contains("config.json") && err.contains("`text_config.num_hidden_layers`"),
+        "{err}"
+    );
 
     // A tensor of the wrong shape names its shard and tensor.
     let dir = scratch("qwen2");
