@@ -333,6 +333,13 @@ impl HfFolder {
     pub fn weight_type(&self) -> &'static str {
         self.weights.dtype_name("token_embd.weight")
     }
+
+    /// Bytes the text model's weights take once loaded, from the safetensors headers alone:
+    /// matrices in their stored type, vectors as f32 (as the forward pass keeps them). Tensors
+    /// the model does not read (a vision tower) are not counted.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weights.loaded_bytes()
+    }
 }
 
 /// What the tensor map needs to know about the model's shape.
@@ -869,6 +876,22 @@ impl SafeTensors {
         Ok(view.shape().to_vec())
     }
 
+    fn loaded_bytes(&self) -> u64 {
+        self.names
+            .values()
+            .filter_map(|m| {
+                let at = self.locate(&m.hf_name).ok()?;
+                let view = self.mapped[at].get(&m.hf_name).ok()?;
+                let elements: u64 = view.shape().iter().map(|&d| d as u64).product();
+                Some(if view.shape().len() == 1 {
+                    elements * 4
+                } else {
+                    elements * view.dtype().bitsize() as u64 / 8
+                })
+            })
+            .sum()
+    }
+
     fn dtype_name(&self, gguf_name: &str) -> &'static str {
         let dtype = self
             .names
@@ -1068,5 +1091,57 @@ mod tests {
         let out = permute_rope_rows(&bytes, &[8, 1], 2).unwrap();
         assert_eq!(out, vec![0, 2, 1, 3, 4, 6, 5, 7]);
         assert!(permute_rope_rows(&bytes, &[8, 1], 3).is_err());
+    }
+
+    /// A folder whose header claims a 512 GiB embedding (the file is sparse: no data is
+    /// written) is counted from its header and refused by the memory check.
+    #[test]
+    fn a_huge_header_is_counted_and_refused() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf/gemma/hf");
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = read_json(&fixture.join(CONFIG)).unwrap();
+        let vocab: u64 = 1 << 32;
+        config["vocab_size"] = vocab.into();
+        std::fs::write(dir.path().join(CONFIG), config.to_string()).unwrap();
+        let bytes = std::fs::read(fixture.join(SINGLE)).unwrap();
+        let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header: Json = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
+        let mut fake = serde_json::Map::new();
+        let mut offset = 0u64;
+        for (name, info) in header.as_object().unwrap() {
+            if name == "__metadata__" {
+                continue;
+            }
+            let mut shape: Vec<u64> = serde_json::from_value(info["shape"].clone()).unwrap();
+            if name == "model.embed_tokens.weight" {
+                shape[0] = vocab;
+            }
+            let size = shape.iter().product::<u64>() * 2; // bf16
+            fake.insert(
+                name.clone(),
+                serde_json::json!({"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + size]}),
+            );
+            offset += size;
+        }
+        let text = Json::Object(fake).to_string();
+        let mut out = (text.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(text.as_bytes());
+        let file = dir.path().join(SINGLE);
+        std::fs::write(&file, &out).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(out.len() as u64 + offset)
+            .unwrap();
+
+        let folder = HfFolder::open(dir.path()).unwrap();
+        let embedding = vocab * 64 * 2;
+        assert!(folder.weight_bytes() > embedding && folder.weight_bytes() < embedding + (1 << 20));
+        let config = folder.metadata().config().unwrap();
+        let mut estimate = crate::memory::MemoryEstimate::of(folder.metadata(), &config);
+        estimate.weights = folder.weight_bytes();
+        let err = estimate.check(64 << 30).unwrap_err().0;
+        assert!(err.contains("weights 512.00 GiB"), "{err}");
     }
 }

@@ -79,13 +79,31 @@ pub struct LanguageModel {
     sha256: String,
 }
 
+/// Refuses a model whose estimate exceeds the memory available (where that can be read).
+fn fits(path: &Path, estimate: &MemoryEstimate) -> Result<(), LmError> {
+    match memory::available() {
+        Some(available) => estimate
+            .check(available)
+            .map_err(|memory::OutOfMemory(detail)| LmError::TooLarge {
+                path: path.to_path_buf(),
+                detail,
+            }),
+        None => Ok(()),
+    }
+}
+
 impl LanguageModel {
-    /// Loads a GGUF file or a Hugging Face folder (weight matrices kept in their stored types);
-    /// a GGUF file after checking that it fits in the memory available.
+    /// Loads a GGUF file or a Hugging Face folder (weight matrices kept in their stored types),
+    /// after checking that it fits in the memory available.
     pub fn load(path: &Path) -> Result<Self, LmError> {
         if hf::is_folder(path) {
             let mut folder = HfFolder::open(path)?;
             let config = folder.metadata().config().map_err(ModelError::from)?;
+            let mut estimate = MemoryEstimate::of(folder.metadata(), &config);
+            // The folder's metadata view does not record stored types; the safetensors
+            // headers do.
+            estimate.weights = folder.weight_bytes();
+            fits(path, &estimate)?;
             let model = Model::load_from(config, folder.tensors())?;
             return Ok(Self {
                 model,
@@ -95,14 +113,7 @@ impl LanguageModel {
         }
         let file = GgufFile::open(path).map_err(ModelError::from)?;
         let config = file.config().map_err(ModelError::from)?;
-        if let Some(available) = memory::available() {
-            MemoryEstimate::of(&file, &config)
-                .check(available)
-                .map_err(|memory::OutOfMemory(detail)| LmError::TooLarge {
-                    path: path.to_path_buf(),
-                    detail,
-                })?;
-        }
+        fits(path, &MemoryEstimate::of(&file, &config))?;
         let model = Model::load(&file)?;
         Ok(Self {
             model,

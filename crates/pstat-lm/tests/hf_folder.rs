@@ -18,7 +18,8 @@ fn fixture(arch: &str) -> PathBuf {
         .join(arch)
 }
 
-/// Sequences of assorted lengths (longer than Gemma 3's 8-token window) over the whole vocabulary.
+/// Sequences of assorted lengths (longer than the Gemma 2/3 fixtures' 8-token window) over the
+/// whole vocabulary.
 fn sequences(vocab: usize) -> Vec<Vec<u32>> {
     (0..6u32)
         .map(|s| {
