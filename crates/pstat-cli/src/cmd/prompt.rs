@@ -36,7 +36,8 @@ pub struct PromptArgs {
     #[arg(long)]
     format: Vec<PromptFormat>,
     /// An OpenAI-compatible completions server (root or /v1 URL), or llama.cpp's native
-    /// endpoint (a URL ending in /completion). Default: the embedded runtime.
+    /// endpoint (a URL ending in /completion). Default: the embedded runtime. `--model` then
+    /// supplies the tokenizer and chat template and must be the model the server runs.
     #[arg(long)]
     backend: Option<String>,
     /// The model to ask the server for (default: its only model, by `GET /v1/models`).

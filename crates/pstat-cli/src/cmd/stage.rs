@@ -13,8 +13,6 @@ use std::path::{Path, PathBuf};
 #[derive(Args)]
 pub struct Target {
     /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder.
-    /// With --backend it supplies the tokenizer and chat template and must be the model the
-    /// server runs.
     #[arg(long)]
     pub model: String,
     /// city_locations, med_indications or word_definitions.
