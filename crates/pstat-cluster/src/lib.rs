@@ -1,9 +1,9 @@
 //! Retraction clustering (paper §4.5, Appendix I): PCA → UMAP → HDBSCAN over a hyperparameter
-//! grid scored by Algorithm 1, and contrastive prompts that ask an LLM to name each cluster.
+//! grid scored by Algorithm 1. Numerics only: the contrastive prompts and the labeler that
+//! names each cluster are pstat-contrast's.
 //!
 //! Everything is single-threaded and seeded (ChaCha8), so a seed fixes every output exactly.
 
-pub mod contrast;
 mod eigen;
 pub mod grid;
 pub mod hdbscan;

@@ -7,16 +7,10 @@ pub mod activations;
 pub mod artifact;
 pub mod condition;
 pub mod error;
-pub mod fictional;
-pub mod lexicon;
 pub mod load;
-pub mod markov;
-pub mod pairing;
 pub mod split;
 pub mod statement;
 pub mod stats;
-pub mod synthetic;
-pub mod template;
 
 pub use condition::{Condition, ConditionSet, ContextSource};
 pub use error::DataError;

@@ -79,6 +79,20 @@ pub const FAMILIES: [&[Kind]; 4] = [
 ];
 
 impl SplitAssignment {
+    /// The sizes and shares of the three parts in one line, e.g. `city_locations: train 2766
+    /// (55.0%), calibration 1006 (20.0%), test 1258 (25.0%)`.
+    pub fn summary_line(&self) -> String {
+        let n = (self.train.len() + self.calibration.len() + self.test.len()).max(1) as f64;
+        let part = |ids: &[String]| format!("{} ({:.1}%)", ids.len(), 100.0 * ids.len() as f64 / n);
+        format!(
+            "{}: train {}, calibration {}, test {}",
+            self.domain,
+            part(&self.train),
+            part(&self.calibration),
+            part(&self.test)
+        )
+    }
+
     pub fn ids(&self, split: Split) -> &[String] {
         match split {
             Split::Train => &self.train,

@@ -8,7 +8,9 @@
 
 use crate::model::{FinalRows, ForwardPlan};
 use crate::runtime::{LanguageModel, LmError, batches};
+use crate::tokenizer::{Tokenizer, TokenizerError};
 use pstat_data::activations::Activations;
+use std::path::{Path, PathBuf};
 
 /// The shared prefix is reused only when it is at least this long (a lone BOS is not worth a
 /// separate pass).
@@ -76,6 +78,60 @@ pub fn extract(
     Ok(out)
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum LinesError {
+    #[error("line {line}: {source}")]
+    Tokenize {
+        line: usize,
+        #[source]
+        source: TokenizerError,
+    },
+    #[error("no statements (every line is blank)")]
+    Empty,
+}
+
+/// The non-blank lines of `text` as statements: each tokenized with BOS (no special-token
+/// parsing) and named `line:N` by its 1-based line number, so an id points back into the file.
+pub fn tokenize_lines(
+    tokenizer: &Tokenizer,
+    text: &str,
+) -> Result<(Vec<String>, Vec<Vec<u32>>), LinesError> {
+    let mut ids = Vec::new();
+    let mut sequences = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let tokens =
+            tokenizer
+                .encode(line, true, false)
+                .map_err(|source| LinesError::Tokenize {
+                    line: i + 1,
+                    source,
+                })?;
+        ids.push(format!("line:{}", i + 1));
+        sequences.push(tokens);
+    }
+    if sequences.is_empty() {
+        return Err(LinesError::Empty);
+    }
+    Ok((ids, sequences))
+}
+
+/// Where one layer of several goes: `out` itself when there is one layer, else
+/// `stem.layerL.ext` beside it (`acts.safetensors` → `acts.layer10.safetensors`).
+pub fn layer_file(out: &Path, layer: usize, n_layers: usize) -> PathBuf {
+    if n_layers == 1 {
+        return out.to_path_buf();
+    }
+    let stem = out.file_stem().and_then(|s| s.to_str()).unwrap_or("acts");
+    let ext = out
+        .extension()
+        .and_then(|s| s.to_str())
+        .unwrap_or("safetensors");
+    out.with_file_name(format!("{stem}.layer{layer}.{ext}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +145,15 @@ mod tests {
         let three = [vec![1, 2, 3, 4], vec![1, 2, 3, 5, 6], vec![1, 2, 7]];
         assert_eq!(shared_prefix_len(&three), 2);
         assert_eq!(shared_prefix_len(&[]), 0);
+    }
+
+    #[test]
+    fn one_file_per_layer() {
+        let out = Path::new("runs/acts.safetensors");
+        assert_eq!(layer_file(out, 10, 1), out);
+        assert_eq!(
+            layer_file(out, 10, 2),
+            Path::new("runs/acts.layer10.safetensors")
+        );
     }
 }

@@ -798,6 +798,24 @@ pub struct ModelInfo {
     pub paper_layers: Option<[usize; 3]>,
 }
 
+impl ModelInfo {
+    /// The header of `pstat models list`'s table, matching [`ModelInfo::table_row`].
+    pub const TABLE_HEADER: &str =
+        "name\tfamily\tarch\tweights\tlayers\tkind\tpaper layers C/M/W\tlocation";
+
+    /// The model as one tab-separated row of `pstat models list`.
+    pub fn table_row(&self) -> String {
+        let kind = format!("{:?}", self.kind).to_lowercase();
+        let paper = self
+            .paper_layers
+            .map_or("-".to_string(), |[c, m, w]| format!("{c}/{m}/{w}"));
+        format!(
+            "{}\t{}\t{}\t{}\t{}\t{kind}\t{paper}\t{}",
+            self.name, self.family, self.arch, self.weight_type, self.layers, self.location
+        )
+    }
+}
+
 /// Family of a model from its name.
 pub fn family_of(name: &str) -> &'static str {
     let lower = name.to_lowercase();

@@ -14,15 +14,18 @@
 //! (`true` | `false`: whether its QPs met their tolerances before the solver's caps).
 
 use crate::bags::{Bags, TrainingSet};
-use crate::error::{ProbeError, Result};
+use crate::error::{ProbeError, Result, invalid};
+use crate::milfile::MilFile;
 use crate::standardize::Standardizer;
+use pstat_data::activations::Activations;
 use pstat_data::error::Malformed;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Fit-predict in the linfa style: parameters fit a training set into a probe.
-pub trait ProbeParams {
+/// Fit-predict in the linfa style: parameters fit a training set into a probe. `Sync`, so that
+/// the independent fits of one training set (one per Θ) can run on several threads.
+pub trait ProbeParams: Sync {
     fn fit(&self, set: &TrainingSet) -> Result<TrainedProbe>;
     /// How many of a training set's first bags the final fit sees when `available` are given
     /// (sAwMIL fits the first `train_bag_limit`; Mass-Mean all of them).
@@ -94,6 +97,38 @@ impl TrainedProbe {
 
     pub fn scores(&self, bags: &Bags) -> Vec<f32> {
         (0..bags.len()).map(|i| self.score(bags.bag(i))).collect()
+    }
+
+    /// Scores of every statement of an activation file (a run's cache or an imported one), in
+    /// file order, exactly as a run judges them.
+    pub fn score_activations(&self, acts: &Activations) -> Result<Vec<f32>> {
+        self.check_dim(acts.hidden, "the activation file")?;
+        Ok((0..acts.len())
+            .map(|i| self.score(acts.statement(i)))
+            .collect())
+    }
+
+    /// Scores of a bags file's bags, in bag order. Only a sAwMIL probe scores bags of
+    /// arbitrary instances; Mass-Mean reads a statement's last token, so it scores statements.
+    pub fn score_bags_file(&self, file: &MilFile) -> Result<Vec<f32>> {
+        if self.kind != ProbeKind::SawMil {
+            return invalid(format!(
+                "a {} probe scores statements, not bags (give it an activation file)",
+                self.kind.name()
+            ));
+        }
+        self.check_dim(file.bags.dim(), "tensor `X`")?;
+        Ok(self.scores(&file.bags))
+    }
+
+    fn check_dim(&self, found: usize, what: &str) -> Result<()> {
+        if found == self.dim() {
+            return Ok(());
+        }
+        invalid(format!(
+            "{what} has {found} features but the probe expects {}",
+            self.dim()
+        ))
     }
 
     /// Upstream's default label: strictly positive decision.

@@ -11,12 +11,10 @@ use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
 use crate::unit::{UnitKey, UnitKind};
 use anyhow::Context;
-use pstat_cluster::contrast::labeler::Labeler;
-use pstat_cluster::contrast::themes::LabeledCluster;
-use pstat_cluster::contrast::{
-    ClusterPrompt, PromptOptions, PromptPoint, build_prompts, prompts_markdown,
-};
 use pstat_cluster::{Grid, GridResult, Matrix, run_grid};
+use pstat_contrast::labeler::Labeler;
+use pstat_contrast::themes::LabeledCluster;
+use pstat_contrast::{ClusterPrompt, PromptOptions, PromptPoint, build_prompts, prompts_markdown};
 use pstat_data::Domain;
 use pstat_data::activations::Activations;
 use pstat_data::artifact::write_atomic;

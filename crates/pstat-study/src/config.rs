@@ -86,6 +86,24 @@ impl Representational {
         }
     }
 
+    /// Layer offsets from text: a range `-2..2` → [-2, -1, 0, 1, 2] or a list `0,2` → [0, 2].
+    pub fn parse_offsets(text: &str) -> anyhow::Result<Vec<i64>> {
+        let bad = || {
+            anyhow::anyhow!(
+                "layer offsets `{text}`: expected a range like -2..2 or a list like 0,1"
+            )
+        };
+        let number = |t: &str| t.trim().parse::<i64>().map_err(|_| bad());
+        if let Some((a, b)) = text.split_once("..") {
+            let (a, b) = (number(a)?, number(b)?);
+            if a > b {
+                return Err(bad());
+            }
+            return Ok((a..=b).collect());
+        }
+        text.split(',').map(number).collect()
+    }
+
     /// The layer offsets from the veracity layer at which `probe` is retrained.
     pub fn offsets(&self, probe: Probe) -> &[i64] {
         match probe {
@@ -371,6 +389,22 @@ impl RunConfig {
         Ok(config)
     }
 
+    /// The base of a stage command's preset: this config (`None`: the paper's defaults) for
+    /// one model and domain with every stage off; the command turns its own stage on.
+    pub fn stage_preset(file: Option<&Path>, model: &str, domain: Domain) -> anyhow::Result<Self> {
+        let mut c = match file {
+            Some(path) => RunConfig::from_file(path)?,
+            None => RunConfig::default(),
+        };
+        c.models = vec![model.to_string()];
+        c.domains = vec![domain];
+        c.representational.enabled = false;
+        c.behavioral.enabled = false;
+        c.familiarity.enabled = false;
+        c.clustering.enabled = false;
+        Ok(c)
+    }
+
     /// The documented `--quick` preset: the first model only, 600 training statements and 100
     /// held-out True statements per domain, K = 20, the veracity layer only, sAwMIL with
     /// C = 0.1 (no CV search) and Mass-Mean (seconds), the empty baseline and the plain prompt
@@ -593,13 +627,19 @@ mod tests {
 
     /// A config with only the stages `set` turns on.
     fn only(set: impl Fn(&mut RunConfig)) -> RunConfig {
-        let mut c = RunConfig::default();
-        c.representational.enabled = false;
-        c.behavioral.enabled = false;
-        c.familiarity.enabled = false;
-        c.clustering.enabled = false;
+        let mut c =
+            RunConfig::stage_preset(None, "smollm2-135m-instruct", Domain::CityLocations).unwrap();
         set(&mut c);
         c
+    }
+
+    #[test]
+    fn offsets_parse_ranges_and_lists() {
+        let parse = Representational::parse_offsets;
+        assert_eq!(parse("-2..2").unwrap(), vec![-2, -1, 0, 1, 2]);
+        assert_eq!(parse("0, 1").unwrap(), vec![0, 1]);
+        assert!(parse("2..-2").is_err());
+        assert!(parse("x").is_err());
     }
 
     #[test]

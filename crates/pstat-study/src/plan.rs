@@ -17,6 +17,7 @@ use crate::study::Study;
 use crate::unit::{UnitKey, UnitKind, Work};
 use pstat_data::{Domain, Kind};
 use pstat_tables::{Baseline, DECISIONS_FILE, Decisions, LayerChoice, Probe, PromptFormat};
+use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,20 @@ pub struct PlannedUnit {
     pub reference_s: Option<f64>,
     /// The out folder already holds its result.
     pub done: bool,
+}
+
+/// One unit of `--dry-run --json`: its key's fields, its stable id and its cost.
+#[derive(Serialize)]
+struct UnitJson<'a> {
+    id: String,
+    stage: &'static str,
+    #[serde(flatten)]
+    key: &'a UnitKey,
+    /// The probe unit's layer, when the veracity layer is already known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layer: Option<usize>,
+    items: usize,
+    estimate_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -110,6 +125,42 @@ impl Plan {
             }
         }
         (seconds, unknown)
+    }
+
+    /// `--dry-run --json`: the totals, where the estimates come from, and every unit still to
+    /// compute.
+    pub fn to_json(&self, out: &Path) -> serde_json::Value {
+        let pending: Vec<UnitJson> = self
+            .pending()
+            .map(|u| UnitJson {
+                id: u.key.to_string(),
+                stage: u.key.kind.stage(),
+                key: &u.key,
+                layer: u.layer,
+                items: u.work.items(),
+                estimate_s: u.estimate_s,
+            })
+            .collect();
+        let (estimate_s, unestimated) = self.remaining();
+        serde_json::json!({
+            "out": out,
+            "units_total": self.units.len(),
+            "units_stored": self.units.len() - pending.len(),
+            "estimate_s": estimate_s,
+            "units_without_estimate": unestimated,
+            "cost_sources": self.cost_sources,
+            "units": pending,
+        })
+    }
+
+    /// `--dry-run`: one tab-separated line per unit still to compute (id, items, estimate).
+    pub fn pending_lines(&self) -> Vec<String> {
+        self.pending()
+            .map(|u| {
+                let estimate = u.estimate_s.map_or("?".to_string(), duration);
+                format!("{}\t{} items\t{estimate}", u.key, u.work.items())
+            })
+            .collect()
     }
 
     /// The lines a run prints before it starts: units per stage, and the estimated time.

@@ -103,7 +103,7 @@ pub struct Tables {
     pub resamples: Vec<ResampleRow>,
     pub clusters: Vec<ClusterRow>,
     pub themes: Vec<ThemeRow>,
-    pub labeled: Vec<pstat_cluster::contrast::themes::LabeledCluster>,
+    pub labeled: Vec<pstat_contrast::themes::LabeledCluster>,
     /// The prompt formats chosen per (model, domain).
     pub formats: Vec<FormatDecision>,
 }
@@ -125,7 +125,7 @@ impl Tables {
         write_table(out, &self.resamples)?;
         if !self.themes.is_empty() {
             write_table(out, &self.themes)?;
-            let themes = pstat_cluster::contrast::themes::tabulate_themes(&self.labeled);
+            let themes = pstat_contrast::themes::tabulate_themes(&self.labeled);
             write_json(&out.join("themes.json"), &themes)?;
         }
         let decisions = Decisions {

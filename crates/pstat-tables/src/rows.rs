@@ -75,6 +75,25 @@ pub struct RowKey {
 }
 
 impl StabilityRow {
+    /// The row in one line for a terminal: format, domain, K, baseline, Θ, ρ_R with its counts
+    /// and ρ_E (`pstat prompt` prints its behavioral rows so).
+    pub fn summary_line(&self) -> String {
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
+        let rate = |r: Option<f64>| r.map_or("undefined".to_string(), |v| format!("{v:.3}"));
+        format!(
+            "{} {} K={} baseline={}: {:14} ρ_R = {} ({} / {})  ρ_E = {}",
+            or_dash(self.format.map(|f| f.to_string())),
+            self.domain,
+            or_dash(self.k.map(|k| k.to_string())),
+            or_dash(self.baseline.map(|b| b.as_str().to_string())),
+            self.condition,
+            rate(self.retraction_rate),
+            self.retractions,
+            self.n_baseline_true,
+            rate(self.expansion_rate)
+        )
+    }
+
     pub fn row_key(&self) -> RowKey {
         RowKey {
             model: self.model.clone(),

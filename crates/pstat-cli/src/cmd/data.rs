@@ -89,7 +89,6 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
                 let path = out.join(format!("{domain}.json"));
                 pstat_data::artifact::write_json_atomic(&path, &split)
                     .with_context(|| format!("writing {}", path.display()))?;
-                let n = dataset.statements.len() as f64;
                 if json {
                     written.push(serde_json::json!({
                         "domain": domain,
@@ -99,18 +98,9 @@ pub fn run(command: DataCommand) -> anyhow::Result<()> {
                         "test": split.test.len(),
                         "path": path,
                     }));
-                    continue;
+                } else {
+                    outln!("{} -> {}", split.summary_line(), path.display())?;
                 }
-                outln!(
-                    "{domain}: train {} ({:.1}%), calibration {} ({:.1}%), test {} ({:.1}%) -> {}",
-                    split.train.len(),
-                    100.0 * split.train.len() as f64 / n,
-                    split.calibration.len(),
-                    100.0 * split.calibration.len() as f64 / n,
-                    split.test.len(),
-                    100.0 * split.test.len() as f64 / n,
-                    path.display()
-                )?;
             }
             if json {
                 outln!("{}", serde_json::to_string_pretty(&written)?)?;

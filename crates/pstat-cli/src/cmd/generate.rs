@@ -5,11 +5,11 @@ use super::data::DataArgs;
 use crate::output::{out, outln};
 use anyhow::Context;
 use clap::Subcommand;
+use pstat_authoring::fictional::{self, DEFAULT_SEED};
+use pstat_authoring::lexicon::{DEFAULT_WORD_LIST, EnglishWords};
+use pstat_authoring::pairing::to_csv;
+use pstat_authoring::synthetic;
 use pstat_data::artifact::write_atomic;
-use pstat_data::fictional::{self, DEFAULT_SEED};
-use pstat_data::lexicon::{DEFAULT_WORD_LIST, EnglishWords};
-use pstat_data::pairing::to_csv;
-use pstat_data::synthetic;
 use pstat_data::{DataRoot, Domain, load_all};
 use std::path::PathBuf;
 

@@ -5,12 +5,13 @@
 //! One file per layer: with a single `--layers` value the file is `--out` itself; with several,
 //! `--out acts.safetensors` becomes `acts.layer10.safetensors`, `acts.layer15.safetensors`, ...
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use pstat_data::activations::Precision;
 use pstat_lm::LanguageModel;
+use pstat_lm::extract::{layer_file, tokenize_lines};
 use pstat_lm::tokenizer::Tokenizer;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct HiddenArgs {
@@ -34,37 +35,13 @@ pub struct HiddenArgs {
 pub fn run(args: HiddenArgs) -> anyhow::Result<()> {
     let path = pstat_lm::registry::resolve(&args.model)?;
     let lm = LanguageModel::load(&path)?;
-    if let Some(&layer) = args.layers.iter().find(|&&l| l > lm.n_layers()) {
-        bail!(
-            "--layers {layer}: {} has {} blocks (valid layers 0..={})",
-            path.display(),
-            lm.n_layers(),
-            lm.n_layers()
-        );
-    }
     let tokenizer = Tokenizer::load(&path)?;
     let text = std::fs::read_to_string(&args.input)
         .with_context(|| format!("reading {}", args.input.display()))?;
-    let (ids, sequences): (Vec<String>, Vec<Vec<u32>>) = text
-        .lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(i, line)| {
-            let tokens = tokenizer
-                .encode(line, true, false)
-                .with_context(|| format!("{}:{}: tokenizing", args.input.display(), i + 1))?;
-            Ok((format!("line:{}", i + 1), tokens))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?
-        .into_iter()
-        .unzip();
-    if sequences.is_empty() {
-        bail!(
-            "{}: no statements (every line is blank)",
-            args.input.display()
-        );
-    }
-    let activations = pstat_lm::extract::extract(&lm, &ids, &sequences, &args.layers, |_| {})?;
+    let (ids, sequences) =
+        tokenize_lines(&tokenizer, &text).with_context(|| args.input.display().to_string())?;
+    let activations = pstat_lm::extract::extract(&lm, &ids, &sequences, &args.layers, |_| {})
+        .context("--layers")?;
     let precision = if args.f16 {
         Precision::F16
     } else {
@@ -77,7 +54,7 @@ pub fn run(args: HiddenArgs) -> anyhow::Result<()> {
         acts.metadata.insert("layer".into(), layer.to_string());
         acts.metadata
             .insert("input".into(), args.input.display().to_string());
-        let out = layer_path(&args.out, layer, args.layers.len());
+        let out = layer_file(&args.out, layer, args.layers.len());
         acts.write(&out, precision)?;
         eprintln!(
             "layer {layer}: {} statements, {} tokens -> {}",
@@ -87,35 +64,4 @@ pub fn run(args: HiddenArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// `--out` itself for a single layer; `stem.layerL.ext` next to it for several.
-fn layer_path(out: &Path, layer: usize, n_layers: usize) -> PathBuf {
-    if n_layers == 1 {
-        return out.to_path_buf();
-    }
-    let stem = out.file_stem().and_then(|s| s.to_str()).unwrap_or("acts");
-    let ext = out
-        .extension()
-        .and_then(|s| s.to_str())
-        .unwrap_or("safetensors");
-    out.with_file_name(format!("{stem}.layer{layer}.{ext}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_file_per_layer() {
-        let out = Path::new("runs/acts.safetensors");
-        assert_eq!(
-            layer_path(out, 10, 1),
-            PathBuf::from("runs/acts.safetensors")
-        );
-        assert_eq!(
-            layer_path(out, 10, 2),
-            PathBuf::from("runs/acts.layer10.safetensors")
-        );
-    }
 }

@@ -59,27 +59,15 @@ pub fn run(command: ModelsCommand) -> anyhow::Result<()> {
             }
             outln!("cache: {}", cache.dir().display())?;
             let cached = cache.list();
-            outln!("name\tfamily\tarch\tweights\tlayers\tkind\tpaper layers C/M/W\tlocation")?;
+            outln!("{}", registry::ModelInfo::TABLE_HEADER)?;
             for info in &infos {
-                let kind = format!("{:?}", info.kind).to_lowercase();
-                let paper = info
-                    .paper_layers
-                    .map_or("-".to_string(), |[c, m, w]| format!("{c}/{m}/{w}"));
-                let verified = match cached.iter().find(|c| c.name == info.name) {
-                    Some(c) if !c.verified => {
-                        " (NOT verified: run `pstat models pull` to check it)"
-                    }
-                    _ => "",
+                let unverified = cached.iter().any(|c| c.name == info.name && !c.verified);
+                let note = if unverified {
+                    " (NOT verified: run `pstat models pull` to check it)"
+                } else {
+                    ""
                 };
-                outln!(
-                    "{}\t{}\t{}\t{}\t{}\t{kind}\t{paper}\t{}{verified}",
-                    info.name,
-                    info.family,
-                    info.arch,
-                    info.weight_type,
-                    info.layers,
-                    info.location
-                )?;
+                outln!("{}{note}", info.table_row())?;
             }
             Ok(())
         }

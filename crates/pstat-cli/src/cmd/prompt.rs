@@ -124,26 +124,13 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
 
     let model = pstat_study::model::display_name(&args.target.model);
     let rows: Vec<StabilityRow> = pstat_tables::read_table(out)?;
-    let rate = |r: Option<f64>| r.map_or("undefined".to_string(), |v| format!("{v:.3}"));
     for row in rows.iter().filter(|r| {
         r.model == model
             && r.domain == args.target.domain.as_str()
             && r.instantiation == Instantiation::Behavioral
             && r.resample.is_none()
     }) {
-        outln!(
-            "{} {} K={} baseline={}: {:14} ρ_R = {} ({} / {})  ρ_E = {}",
-            row.format.map_or("-".to_string(), |f| f.to_string()),
-            row.domain,
-            row.k.map_or("-".to_string(), |k| k.to_string()),
-            row.baseline
-                .map_or("-".to_string(), |b| b.as_str().to_string()),
-            row.condition,
-            rate(row.retraction_rate),
-            row.retractions,
-            row.n_baseline_true,
-            rate(row.expansion_rate)
-        )?;
+        outln!("{}", row.summary_line())?;
     }
     outln!("tables and report in {}", out.display())?;
     Ok(())

@@ -5,8 +5,7 @@ use crate::progress::Bars;
 use clap::Args;
 use pstat_data::Domain;
 use pstat_study::progress::{Lines, Verbosity};
-use pstat_study::{Plan, Progress, RunConfig, Scope, Shard, UnitKey};
-use serde::Serialize;
+use pstat_study::{Plan, Progress, RunConfig, Scope, Shard};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -85,55 +84,14 @@ pub fn reporter(out: &Path, quiet: bool, verbose: bool) -> Box<dyn Progress> {
     }
 }
 
-/// One unit of `--dry-run --json`: its key's fields, its stable id and its cost.
-#[derive(Serialize)]
-struct UnitJson<'a> {
-    id: String,
-    stage: &'static str,
-    #[serde(flatten)]
-    key: &'a UnitKey,
-    /// The probe unit's layer, when the veracity layer is already known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    layer: Option<usize>,
-    items: usize,
-    estimate_s: Option<f64>,
-}
-
 /// The dry run's answer: the plan's lines, then one line per unit to compute (or JSON).
 fn print_plan(plan: &Plan, out: &Path, json: bool) -> anyhow::Result<()> {
-    let pending: Vec<UnitJson> = plan
-        .pending()
-        .map(|u| UnitJson {
-            id: u.key.to_string(),
-            stage: u.key.kind.stage(),
-            key: &u.key,
-            layer: u.layer,
-            items: u.work.items(),
-            estimate_s: u.estimate_s,
-        })
-        .collect();
     if json {
-        let (estimate_s, unestimated) = plan.remaining();
-        let value = serde_json::json!({
-            "out": out,
-            "units_total": plan.units.len(),
-            "units_stored": plan.units.len() - pending.len(),
-            "estimate_s": estimate_s,
-            "units_without_estimate": unestimated,
-            "cost_sources": plan.cost_sources,
-            "units": pending,
-        });
-        outln!("{}", serde_json::to_string_pretty(&value)?)?;
+        outln!("{}", serde_json::to_string_pretty(&plan.to_json(out))?)?;
         return Ok(());
     }
-    for line in plan.summary() {
+    for line in plan.summary().into_iter().chain(plan.pending_lines()) {
         outln!("{line}")?;
-    }
-    for unit in &pending {
-        let estimate = unit
-            .estimate_s
-            .map_or("?".to_string(), pstat_study::progress::duration);
-        outln!("{}\t{} items\t{estimate}", unit.id, unit.items)?;
     }
     Ok(())
 }

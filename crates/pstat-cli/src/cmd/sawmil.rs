@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Subcommand;
 use pstat_probe::milfile::MilFile;
-use pstat_probe::{ProbeKind, SawMilParams, TrainedProbe};
+use pstat_probe::{SawMilParams, TrainedProbe};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -95,40 +95,23 @@ pub fn run(command: SawmilCommand) -> anyhow::Result<()> {
             activations,
         } => {
             let model = TrainedProbe::load(&probe)?;
+            let with_probe = || format!("probe {}", probe.display());
             let mut out = std::io::BufWriter::new(crate::output::stdout());
-            let dim_error = |file: &std::path::Path, what: &str, found: usize| {
-                anyhow::anyhow!(
-                    "{}: {what} has {found} features but the probe {} expects {}",
-                    file.display(),
-                    probe.display(),
-                    model.dim()
-                )
-            };
             if let Some(path) = activations {
                 let acts = pstat_data::activations::Activations::read(&path)?;
-                if acts.hidden != model.dim() {
-                    return Err(dim_error(&path, "the activation file", acts.hidden));
-                }
-                for (i, id) in acts.statement_ids.iter().enumerate() {
-                    let score = model.score(acts.statement(i));
-                    let line = serde_json::json!({
-                        "id": id, "score": score, "label": TrainedProbe::label(score)
-                    });
+                let scores = model
+                    .score_activations(&acts)
+                    .with_context(|| format!("{}, {}", path.display(), with_probe()))?;
+                for (id, score) in acts.statement_ids.iter().zip(scores) {
+                    let label = TrainedProbe::label(score);
+                    let line = serde_json::json!({ "id": id, "score": score, "label": label });
                     writeln!(out, "{line}")?;
                 }
             } else if let Some(bags) = bags {
-                if model.kind != ProbeKind::SawMil {
-                    anyhow::bail!(
-                        "{}: is a {} probe, not sawmil (score activation files with --activations)",
-                        probe.display(),
-                        model.kind.name()
-                    );
-                }
-                let file = MilFile::read(&bags)?;
-                if file.bags.dim() != model.dim() {
-                    return Err(dim_error(&bags, "tensor `X`", file.bags.dim()));
-                }
-                for score in model.scores(&file.bags) {
+                let scores = model
+                    .score_bags_file(&MilFile::read(&bags)?)
+                    .with_context(|| format!("{}, {}", bags.display(), with_probe()))?;
+                for score in scores {
                     let line =
                         serde_json::json!({ "score": score, "label": TrainedProbe::label(score) });
                     writeln!(out, "{line}")?;

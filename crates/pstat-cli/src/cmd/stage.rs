@@ -4,6 +4,7 @@
 //! only if its config matches).
 
 use crate::output::outln;
+use anyhow::Context;
 use clap::Args;
 use pstat_data::Domain;
 use pstat_study::RunConfig;
@@ -29,17 +30,7 @@ pub struct Target {
 impl Target {
     /// The config with this model and domain and every stage off.
     pub fn base(&self) -> anyhow::Result<RunConfig> {
-        let mut c = match &self.config {
-            Some(path) => RunConfig::from_file(path)?,
-            None => RunConfig::default(),
-        };
-        c.models = vec![self.model.clone()];
-        c.domains = vec![self.domain];
-        c.representational.enabled = false;
-        c.behavioral.enabled = false;
-        c.familiarity.enabled = false;
-        c.clustering.enabled = false;
-        Ok(c)
+        RunConfig::stage_preset(self.config.as_deref(), &self.model, self.domain)
     }
 }
 
@@ -65,7 +56,8 @@ pub fn probe(args: ProbeArgs) -> anyhow::Result<()> {
     if !args.probe.is_empty() {
         c.representational.probes = args.probe.clone();
     }
-    let offsets = parse_offsets(&args.layers)?;
+    let offsets =
+        pstat_study::config::Representational::parse_offsets(&args.layers).context("--layers")?;
     c.representational.layer_offsets = offsets.clone();
     c.representational.mass_mean_layer_offsets = offsets;
     c.representational.veracity_layer = args.veracity_layer.or(c.representational.veracity_layer);
@@ -156,36 +148,4 @@ pub fn execute(config: RunConfig, out: &Path) -> anyhow::Result<()> {
         out,
         super::run::reporter(out, false, false).as_mut(),
     )
-}
-
-/// `-2..2` → [-2, -1, 0, 1, 2]; `0,2` → [0, 2].
-fn parse_offsets(text: &str) -> anyhow::Result<Vec<i64>> {
-    let bad =
-        || anyhow::anyhow!("--layers `{text}`: expected a range like -2..2 or a list like 0,1");
-    if let Some((a, b)) = text.split_once("..") {
-        let (a, b): (i64, i64) = (
-            a.trim().parse().map_err(|_| bad())?,
-            b.trim().parse().map_err(|_| bad())?,
-        );
-        if a > b {
-            return Err(bad());
-        }
-        return Ok((a..=b).collect());
-    }
-    text.split(',')
-        .map(|t| t.trim().parse().map_err(|_| bad()))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn offsets_parse_ranges_and_lists() {
-        assert_eq!(parse_offsets("-2..2").unwrap(), vec![-2, -1, 0, 1, 2]);
-        assert_eq!(parse_offsets("0, 1").unwrap(), vec![0, 1]);
-        assert!(parse_offsets("2..-2").is_err());
-        assert!(parse_offsets("x").is_err());
-    }
 }

@@ -5,8 +5,8 @@
 //! objects come preferably from the subject's own work, then its group (medium or language),
 //! then anywhere, so a Fictional (F) statement re-pairs within the same fiction.
 
-use crate::error::DataError;
 use crate::template::{Fact, Relation, render};
+use pstat_data::error::DataError;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;

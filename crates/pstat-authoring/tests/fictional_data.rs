@@ -3,9 +3,9 @@
 //! balanced truth and negation, sizes of Table 1. A missing data file or English word list
 //! fails.
 
-use pstat_data::lexicon::{DEFAULT_WORD_LIST, EnglishWords, KnownEntities};
+use pstat_authoring::lexicon::{DEFAULT_WORD_LIST, EnglishWords, KnownEntities};
+use pstat_authoring::template::{Relation, parse_as};
 use pstat_data::load::{FileRole, domain_files};
-use pstat_data::template::{Relation, parse_as};
 use pstat_data::{DataRoot, Domain, Kind, Statement, load_domain};
 use std::collections::HashSet;
 use std::path::Path;

@@ -2,9 +2,9 @@
 //! an English word list (Debian's `wamerican`, shipped in `data/english_words/`) and every
 //! entity of the bundled statement data.
 
-use crate::error::DataError;
-use crate::load::{DataRoot, domain_files};
-use crate::statement::Domain;
+use pstat_data::error::DataError;
+use pstat_data::load::{DataRoot, domain_files};
+use pstat_data::statement::Domain;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 

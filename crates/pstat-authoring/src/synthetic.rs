@@ -4,14 +4,14 @@
 //! objects as its "correct" values and the four-row expansion, with every row `correct =
 //! false` (Neither), and a seeded subsample to the Table 1 size.
 
-use crate::error::DataError;
 use crate::fictional::domain_rng;
 use crate::lexicon::{EnglishWords, KnownEntities};
-use crate::load::{DataRoot, load_domain};
 use crate::markov::{MarkovNames, NameSettings};
 use crate::pairing::{Candidate, Row, Subject, Truth, four_rows};
-use crate::statement::Domain;
 use crate::template::Relation;
+use pstat_data::error::DataError;
+use pstat_data::load::{DataRoot, load_domain};
+use pstat_data::statement::Domain;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashSet};
@@ -310,7 +310,7 @@ pub fn source_markdown(root: &DataRoot, seed: u64, words: &EnglishWords) -> Stri
         let plan = plan(domain);
         let (aff, neg) = match load_domain(root, domain) {
             Ok(d) => d
-                .of_kind(crate::statement::Kind::SyntheticFi)
+                .of_kind(pstat_data::Kind::SyntheticFi)
                 .fold(
                     (0, 0),
                     |(a, n), s| {

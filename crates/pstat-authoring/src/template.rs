@@ -9,8 +9,8 @@
 //! own rules, tested to reproduce all 8,500 bundled word statements and inflect's verdicts
 //! over a committed dictionary fixture.
 
-use crate::error::UnknownName;
-use crate::statement::Domain;
+use pstat_data::error::UnknownName;
+use pstat_data::statement::Domain;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;

@@ -1,11 +1,13 @@
 //! Contrastive prompts (Appendix I.1): per cluster, the retracted members ranked by how many
 //! perturbation conditions retract them, and the nearest non-retracted statements by cosine
-//! distance in standardized activation space, filled into the paper's template verbatim.
+//! distance in standardized activation space, filled into the paper's template verbatim; the
+//! client that asks an OpenAI-compatible chat endpoint to name each cluster ([`labeler`]) and
+//! the table of the themes it names ([`themes`]). The clustering itself is pstat-cluster's.
 
 pub mod labeler;
 pub mod themes;
 
-use crate::matrix::dot;
+use pstat_cluster::matrix::dot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

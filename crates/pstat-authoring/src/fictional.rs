@@ -4,12 +4,12 @@
 //! true negated and a false affirmative one. So Fictional (T)/(F) and affirmative/negated are
 //! both 50/50, like the upstream True/False data.
 
-use crate::error::{DataError, UnknownName};
 use crate::lexicon::KnownEntities;
-use crate::load::{DataRoot, FileRole, domain_files};
 use crate::pairing::{Candidate, Row, Subject, Truth, four_rows};
-use crate::statement::Domain;
 use crate::template::Relation;
+use pstat_data::error::{DataError, UnknownName};
+use pstat_data::load::{DataRoot, FileRole, domain_files};
+use pstat_data::statement::Domain;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashSet;

@@ -3,8 +3,8 @@
 //! agrees with Python `inflect` 7.3.1 (the version that reproduces the upstream data) on a
 //! committed fixture. Regenerate the fixture with `tests/fixtures/inflect_articles.py`.
 
+use pstat_authoring::template::{Fact, Relation, parse_as, render, with_article};
 use pstat_data::load::{DataRoot, domain_files};
-use pstat_data::template::{Fact, Relation, parse_as, render, with_article};
 
 #[test]
 fn every_bundled_upstream_statement_rerenders_from_its_fields() {
