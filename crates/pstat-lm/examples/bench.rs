@@ -12,6 +12,10 @@
 //!
 //! cargo run --release -p pstat-lm --example bench -- [--model NAME|PATH] [--threads 2]
 //!     [--python /path/to/python-with-llama_cpp] [--recompute 20] [--tokenizer NAME|PATH]
+//!     [--prefill 512] [--tests 500]
+//!
+//! `--prefill` and `--tests` shrink (a) and (b) for models too slow to run them whole on a
+//! small machine; tokens/s depends on the context and the shapes, not on how many statements.
 
 use pstat_data::load::{DataRoot, load_all};
 use pstat_lm::tokenizer::Tokenizer;
@@ -21,9 +25,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
 
-const N_PREFILL: usize = 512;
 const N_CONTEXT: usize = 100;
-const N_TESTS: usize = 500;
 const OPTIONS: &str = "a. The statement is true.\nb. The statement is false.\nc. The statement is neither true nor false.\nThe final answer is";
 
 struct Args {
@@ -32,6 +34,8 @@ struct Args {
     python: Option<String>,
     recompute: usize,
     tokenizer: Option<String>,
+    prefill: usize,
+    tests: usize,
 }
 
 fn parse_args() -> Args {
@@ -41,6 +45,8 @@ fn parse_args() -> Args {
         python: std::env::var("PSTAT_LLAMA_CPP_PYTHON").ok(),
         recompute: 20,
         tokenizer: None,
+        prefill: 512,
+        tests: 500,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -51,6 +57,8 @@ fn parse_args() -> Args {
             "--python" => args.python = Some(value),
             "--recompute" => args.recompute = value.parse().expect("--recompute takes a number"),
             "--tokenizer" => args.tokenizer = Some(value),
+            "--prefill" => args.prefill = value.parse().expect("--prefill takes a number"),
+            "--tests" => args.tests = value.parse().expect("--tests takes a number"),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -78,13 +86,14 @@ fn main() {
         .flat_map(|d| d.statements.into_iter().map(|s| s.text))
         .collect();
     texts.shuffle(&mut ChaCha8Rng::seed_from_u64(42));
-    let statements: Vec<Vec<u32>> = texts[..N_PREFILL].iter().map(|t| encode(t, true)).collect();
-    let context = texts[N_PREFILL..N_PREFILL + N_CONTEXT].join("\n");
+    let (n_prefill, n_tests) = (args.prefill, args.tests);
+    let statements: Vec<Vec<u32>> = texts[..n_prefill].iter().map(|t| encode(t, true)).collect();
+    let context = texts[n_prefill..n_prefill + N_CONTEXT].join("\n");
     let prefix = encode(
         &format!("{context}\nIs the following statement correct?\n"),
         true,
     );
-    let suffixes: Vec<Vec<u32>> = texts[N_PREFILL + N_CONTEXT..N_PREFILL + N_CONTEXT + N_TESTS]
+    let suffixes: Vec<Vec<u32>> = texts[n_prefill + N_CONTEXT..n_prefill + N_CONTEXT + n_tests]
         .iter()
         .map(|t| encode(&format!("{t}\n{OPTIONS}"), false))
         .collect();
@@ -118,12 +127,12 @@ fn main() {
     println!("model: {} ({})", args.model, lm.sha256());
     println!("threads: {}", args.threads);
     println!(
-        "(a) prefill {N_PREFILL} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s, {prefill_cpu:.0} tok/CPU-s (all {} layers: {prefill_full:.0} tok/s)",
+        "(a) prefill {n_prefill} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s, {prefill_cpu:.0} tok/CPU-s (all {} layers: {prefill_full:.0} tok/s)",
         lm.n_layers(),
         lm.n_layers()
     );
     println!(
-        "(b) score {N_TESTS} statements ({scoring_tokens} tokens) after a {}-token context: pstat {scoring:.0} tok/s, {scoring_cpu:.0} tok/CPU-s",
+        "(b) score {n_tests} statements ({scoring_tokens} tokens) after a {}-token context: pstat {scoring:.0} tok/s, {scoring_cpu:.0} tok/CPU-s",
         prefix.len()
     );
     println!("pstat peak resident memory: {peak:.0} MiB");
@@ -175,7 +184,7 @@ fn prefix_reuse(
     let start = Instant::now();
     lm.next_token_logprobs(None, &full, options).unwrap();
     let per_prompt_recompute = start.elapsed().as_secs_f64() / recompute as f64;
-    let per_prompt_reuse = scoring_secs / N_TESTS as f64;
+    let per_prompt_reuse = scoring_secs / suffixes.len() as f64;
     println!(
         "prefix reuse vs recomputing each full prompt (K={N_CONTEXT}): {:.1}x ({:.3} s vs {:.3} s per prompt)",
         per_prompt_recompute / per_prompt_reuse,

@@ -17,6 +17,7 @@ use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
 use pstat_tables::{BASELINE_REFIT, Instantiation, LayerChoice, LayerScore, Probe, RelabelledRow};
+use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -284,11 +285,41 @@ fn probe_unit(
     let mut failures = Vec::new();
     // Per condition: whether its fit converged (sAwMIL; `None` for Mass-Mean).
     let mut converged: HashMap<&str, Option<bool>> = HashMap::new();
-    for condition in conditions {
-        match fit.fit(&training, condition) {
+    // The noise floor: the baseline refit, with the same hyperparameters, on another seeded
+    // shuffle of the same training statements (so other bags fall within the fit's bag limit,
+    // bags are capped and visited in another order) and another draw of the Noise bags. Its
+    // rates against the baseline are what refitting alone moves, with no relabelling.
+    let base = study.conditions.baseline();
+    let refit_seed = study.seed_for(&format!("probe-refit:{model}:{domain}:{layer}"));
+    let reshuffled = match base {
+        Some(_) => Some(ConditionTraining::new(
+            study.data(domain),
+            &split,
+            acts,
+            refit_seed,
+        )?),
+        None => None,
+    };
+    // Every fit is independent and single-threaded (one QP at a time), so the conditions and
+    // the refit are fit in parallel; the results are used in condition order, so nothing
+    // written depends on the number of threads.
+    let (fits, refit) = rayon::join(
+        || {
+            conditions
+                .par_iter()
+                .map(|condition| fit.fit(&training, condition))
+                .collect::<Vec<_>>()
+        },
+        || {
+            base.zip(reshuffled.as_ref())
+                .map(|(base, reshuffled)| reshuffled.fit(base, fit.params.as_ref()))
+        },
+    );
+    for (condition, result) in conditions.iter().zip(fits) {
+        match result {
             Ok(trained) => {
                 converged.insert(&condition.name, trained.converged);
-                if let Some(baseline) = study.conditions.baseline() {
+                if let Some(baseline) = base {
                     done.relabelled.extend(
                         training
                             .relabelled(condition, baseline, seen)
@@ -316,16 +347,11 @@ fn probe_unit(
         }
         progress.advance(1);
     }
-    // The noise floor: the baseline refit, with the same hyperparameters, on another seeded
-    // shuffle of the same training statements (so other bags fall within the fit's bag limit,
-    // bags are capped and visited in another order) and another draw of the Noise bags. Its
-    // rates against the baseline are what refitting alone moves, with no relabelling.
-    if let Some(base) = study.conditions.baseline()
+    // The refit counts only beside a baseline probe to compare it with.
+    if let (Some(base), Some(refit)) = (base, refit)
         && done.judgments.contains_key(&base.name)
     {
-        let refit_seed = study.seed_for(&format!("probe-refit:{model}:{domain}:{layer}"));
-        let reshuffled = ConditionTraining::new(study.data(domain), &split, acts, refit_seed)?;
-        match reshuffled.fit(base, fit.params.as_ref()) {
+        match refit {
             Ok(trained) => {
                 converged.insert(BASELINE_REFIT, trained.converged);
                 let judged = judge(&trained, acts, &held_out)?;
@@ -582,8 +608,15 @@ pub fn layers_path(representational: &Path) -> PathBuf {
 /// multiply the selection's cost by the grid.
 const SELECTION_C: f64 = 1.0;
 
-/// Bytes of all-token activations the layer selection holds at once.
-const ACTIVATION_BUDGET: usize = 2 << 30;
+/// Bytes of all-token activations the layer selection holds at once: a quarter of the memory
+/// available, and at least 2 GiB. A small model's candidate layers then come from one forward
+/// pass (each extra group reruns the blocks below its highest layer); a large model's go in
+/// groups that fit beside its weights. The grouping does not change any number.
+fn activation_budget() -> usize {
+    const MIN: u64 = 2 << 30;
+    let quarter = pstat_lm::memory::available().map_or(0, |bytes| bytes / 4);
+    usize::try_from(quarter.max(MIN)).unwrap_or(usize::MAX)
+}
 
 /// The criterion of the Trilemma paper, which the paper's Table A3 layers come from: at every
 /// layer with l±2 neighbours a baseline sAwMIL probe (Θ0's labels, all tokens, C = 1) is fit on
@@ -640,9 +673,9 @@ pub fn select_layer(
     let ids: Vec<String> = train.iter().chain(&cal).cloned().collect();
     let tokens = model.encode_statements(data, &ids)?;
     // All-token states of every candidate layer at once would not fit for large models: the
-    // layers go in groups of at most ACTIVATION_BUDGET bytes, one forward pass per group.
+    // layers go in groups within the activation budget, one forward pass per group.
     let per_layer = tokens.iter().map(Vec::len).sum::<usize>() * model.lm.hidden_size() * 4;
-    let group = (ACTIVATION_BUDGET / per_layer.max(1)).clamp(1, candidates.len());
+    let group = (activation_budget() / per_layer.max(1)).clamp(1, candidates.len());
     progress.start(
         &format!("{} {domain} layer selection", model.name),
         ids.len() * candidates.len().div_ceil(group),
@@ -651,28 +684,37 @@ pub fn select_layer(
     for layers in candidates.chunks(group) {
         let acts =
             pstat_lm::extract::extract(&model.lm, &ids, &tokens, layers, |n| progress.advance(n))?;
-        for (&layer, acts) in layers.iter().zip(&acts) {
-            let training = ConditionTraining::new(data, &split, acts, seed)?;
-            // A layer whose baseline fit is degenerate has no score, so it cannot be chosen.
-            let cal_scores: Option<Vec<f32>> = match training.fit(baseline, &params) {
-                Ok(probe) => Some(
-                    judge(&probe, acts, &cal)?
-                        .into_iter()
-                        .map(|j| j.score)
-                        .collect(),
-                ),
-                Err(_) => None,
-            };
-            let ap = cal_scores.as_ref().and_then(|s| {
-                let s: Vec<f64> = s.iter().map(|&x| f64::from(x)).collect();
-                average_precision(&s, &cal_labels)
-            });
-            scores.push(LayerScore {
-                layer,
-                average_precision: ap,
-                window_average_precision: None,
-                auc: cal_scores.as_ref().and_then(|s| auc(s, &cal_labels)),
-            });
+        // One baseline fit per layer, each single-threaded: the layers of a group are fit in
+        // parallel and their scores kept in layer order.
+        let group: Vec<anyhow::Result<LayerScore>> = layers
+            .par_iter()
+            .zip(acts.par_iter())
+            .map(|(&layer, acts)| -> anyhow::Result<LayerScore> {
+                let training = ConditionTraining::new(data, &split, acts, seed)?;
+                // A layer whose baseline fit is degenerate has no score, so it cannot be chosen.
+                let cal_scores: Option<Vec<f32>> = match training.fit(baseline, &params) {
+                    Ok(probe) => Some(
+                        judge(&probe, acts, &cal)?
+                            .into_iter()
+                            .map(|j| j.score)
+                            .collect(),
+                    ),
+                    Err(_) => None,
+                };
+                let ap = cal_scores.as_ref().and_then(|s| {
+                    let s: Vec<f64> = s.iter().map(|&x| f64::from(x)).collect();
+                    average_precision(&s, &cal_labels)
+                });
+                Ok(LayerScore {
+                    layer,
+                    average_precision: ap,
+                    window_average_precision: None,
+                    auc: cal_scores.as_ref().and_then(|s| auc(s, &cal_labels)),
+                })
+            })
+            .collect();
+        for score in group {
+            scores.push(score?);
         }
     }
     progress.finish(false);
