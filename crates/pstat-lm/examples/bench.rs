@@ -6,9 +6,10 @@
 //! the same token ids and thread count (tools/bench/llama_cpp_bench.py), with the ratios; and
 //! the speed-up of prefix reuse over recomputing every full prompt (skipped with
 //! `--recompute 0`). Each side also reports its CPU time (tokens per CPU-second, steadier than
-//! wall time on a shared machine) and its peak resident memory (VmHWM of this process for
-//! pstat, ru_maxrss of the Python process for llama.cpp). `--tokenizer` tokenizes with another
-//! GGUF's tokenizer (any ids of the model's vocabulary cost the same).
+//! wall time on a shared machine) and its peak resident memory (VmHWM of each process: the
+//! Python process's `ru_maxrss` would include this one's memory, carried across exec).
+//! `--tokenizer` tokenizes with another GGUF's tokenizer (any ids of the model's vocabulary
+//! cost the same).
 //!
 //! cargo run --release -p pstat-lm --example bench -- [--model NAME|PATH] [--threads 2]
 //!     [--python /path/to/python-with-llama_cpp] [--recompute 20] [--tokenizer NAME|PATH]
