@@ -83,6 +83,11 @@ impl Arch {
         }
     }
 
+    /// Gemma 1, 2 or 3: GELU-tanh, scaled embeddings, RMSNorm weights applied as `1 + w`.
+    pub fn is_gemma(self) -> bool {
+        matches!(self, Self::Gemma | Self::Gemma2 | Self::Gemma3)
+    }
+
     /// The prefix of this architecture's metadata keys (`llama.block_count`, ...).
     pub fn gguf_name(self) -> &'static str {
         match self {
@@ -367,7 +372,7 @@ impl GgufFile {
             .positive_f32(&key("rope.freq_base"))?
             .unwrap_or(10_000.0);
         let rope_freq_scale = self.rope_freq_scale(&key)?;
-        let gemma = matches!(arch, Arch::Gemma | Arch::Gemma2 | Arch::Gemma3);
+        let gemma = arch.is_gemma();
         let window_key = key("attention.sliding_window");
         let (sliding_window, default_pattern) = match arch {
             // llama.cpp: Gemma 2 alternates local and global layers (window 4096 unless the

@@ -354,7 +354,7 @@ struct Shape {
 /// pstat reads or refuses.
 fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Shape), HfError> {
     let a = arch.gguf_name();
-    let gemma = matches!(arch, Arch::Gemma | Arch::Gemma2 | Arch::Gemma3);
+    let gemma = arch.is_gemma();
     let mut meta: HashMap<String, Value> = HashMap::new();
     let mut put = |key: &str, value: Value| {
         meta.insert(format!("{a}.{key}"), value);
@@ -611,7 +611,7 @@ fn tensor_map(shape: &Shape, arch: Arch) -> HashMap<String, Mapped> {
     };
     let norm = |hf: String| Mapped {
         hf_name: hf,
-        transform: if matches!(arch, Arch::Gemma | Arch::Gemma2 | Arch::Gemma3) {
+        transform: if arch.is_gemma() {
             Transform::AddOne
         } else {
             Transform::None
@@ -851,12 +851,13 @@ impl SafeTensors {
         self
     }
 
-    /// The file holding Hugging Face tensor `hf_name`, or an error naming the file that should
-    /// have listed it.
+    /// Whether the folder holds Hugging Face tensor `hf_name`.
     fn has_hf(&self, hf_name: &str) -> bool {
         self.routing.contains_key(hf_name)
     }
 
+    /// The file holding Hugging Face tensor `hf_name`, or an error naming the file that should
+    /// have listed it.
     fn locate(&self, hf_name: &str) -> Result<usize, HfError> {
         self.routing
             .get(hf_name)
