@@ -204,8 +204,21 @@ impl ChatTemplate {
     /// Token ids of a rendered chat: control tokens parsed, and BOS added by the tokenizer's
     /// rule only if the template did not already write it (never a double BOS).
     pub fn tokenize(&self, tokenizer: &Tokenizer, rendered: &str) -> Result<Vec<u32>, ChatError> {
+        Ok(self
+            .tokenize_with_offsets(tokenizer, rendered)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    /// [`ChatTemplate::tokenize`] with the byte range of `rendered` each token came from.
+    pub fn tokenize_with_offsets(
+        &self,
+        tokenizer: &Tokenizer,
+        rendered: &str,
+    ) -> Result<Vec<(u32, std::ops::Range<usize>)>, ChatError> {
         let has_bos = !self.bos.is_empty() && rendered.starts_with(&self.bos);
-        Ok(tokenizer.encode(rendered, !has_bos, true)?)
+        Ok(tokenizer.encode_with_offsets(rendered, !has_bos, true)?)
     }
 }
 

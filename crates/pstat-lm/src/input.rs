@@ -74,6 +74,47 @@ impl StatementEncoder {
         }
     }
 
+    /// [`StatementEncoder::encode`] with the index range of the tokens that come from the
+    /// statement's own text: no BOS, no chat-template tokens, no end-of-turn. A token that
+    /// straddles the statement's first or last byte counts as the statement's.
+    pub fn encode_with_statement_span(
+        &self,
+        statement: &str,
+    ) -> Result<(Vec<u32>, Range<usize>), InputError> {
+        let (tokens, text) = match &self.chat {
+            Some(t) => {
+                let rendered = t.render(&[Message::new("user", statement)], false)?;
+                let start = rendered.find(statement).ok_or_else(|| {
+                    ChatError::Template {
+                        path: "chat template".into(),
+                        message: format!(
+                            "the rendered user turn does not contain the statement {statement:?} verbatim"
+                        ),
+                    }
+                })?;
+                (
+                    t.tokenize_with_offsets(&self.tokenizer, &rendered)?,
+                    start..start + statement.len(),
+                )
+            }
+            None => (
+                self.tokenizer.encode_with_offsets(statement, true, false)?,
+                0..statement.len(),
+            ),
+        };
+        let own: Vec<usize> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, r))| !r.is_empty() && r.start < text.end && r.end > text.start)
+            .map(|(i, _)| i)
+            .collect();
+        let span = match (own.first(), own.last()) {
+            (Some(&a), Some(&b)) => a..b + 1,
+            _ => 0..0,
+        };
+        Ok((tokens.into_iter().map(|(id, _)| id).collect(), span))
+    }
+
     /// The statement as the model reads it plainly (BOS + statement, whatever the model's
     /// kind), with each token's byte range in `statement`: the familiarity analysis's input.
     pub fn encode_plain_with_offsets(

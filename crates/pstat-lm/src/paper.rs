@@ -3,6 +3,12 @@
 //! `general.name`, config.json's `_name_or_path`, or its file or folder name) together with its
 //! architecture and depth; without a name, by architecture and size alone when every paper model
 //! of that shape agrees on the layer.
+//!
+//! Layer numbering: pstat's layer l is the output of the l-th decoder block (Hugging Face's
+//! `hidden_states[l]`; layer 0 would be the embeddings). The authors' `collect_activations.py`
+//! hooks `model.layers[l]` (0-based) and saves its output, so their layer l — the number
+//! printed in Table A3 and in their `configs/model/*.yaml` `task_layers` — is pstat's layer
+//! l + 1 ([`PaperModel::pstat_layer`]).
 
 use crate::gguf::{GgufFile, ModelConfig};
 use crate::hf;
@@ -24,7 +30,8 @@ pub struct PaperModel {
     pub hidden: usize,
     /// Rows of the token embedding in the Hugging Face weights.
     pub vocab: usize,
-    /// Veracity layer for City Locations, Medical Indications, Word Definitions.
+    /// Veracity layer for City Locations, Medical Indications, Word Definitions, as Table A3
+    /// prints it (the authors' 0-based block index).
     pub layers: [usize; 3],
     /// Normalised names (lower-case letters and digits) that identify the model.
     #[serde(skip)]
@@ -32,13 +39,24 @@ pub struct PaperModel {
 }
 
 impl PaperModel {
-    /// The paper's veracity layer for `domain`.
+    /// The paper's veracity layer for `domain`, as Table A3 prints it.
     pub fn layer(&self, domain: Domain) -> usize {
         match domain {
             Domain::CityLocations => self.layers[0],
             Domain::MedIndications => self.layers[1],
             Domain::WordDefinitions => self.layers[2],
         }
+    }
+
+    /// The same layer in pstat's numbering: the output of the authors' 0-based block l is
+    /// pstat's layer l + 1 (see the module documentation).
+    pub fn pstat_layer(&self, domain: Domain) -> usize {
+        self.layer(domain) + 1
+    }
+
+    /// pstat's veracity layers for City, Medical, Word.
+    pub fn pstat_layers(&self) -> [usize; 3] {
+        self.layers.map(|l| l + 1)
     }
 
     /// Family as the paper groups models.
@@ -389,22 +407,117 @@ pub fn recognise(identity: &Identity) -> Option<&'static PaperModel> {
     }
 }
 
-/// The paper's veracity layer of a loaded model for `domain` (see [`layer_of`]); a user's
-/// explicit layer always takes precedence over it.
+/// The paper's veracity layer of a loaded model for `domain`, in pstat's numbering (see
+/// [`layer_of`]); a user's explicit layer always takes precedence over it.
 pub fn paper_layer(model: &LanguageModel, domain: Domain) -> Option<usize> {
     layer_of(&Identity::of(model.path(), model.config()), domain)
 }
 
-/// The paper's veracity layer of `identity` for `domain`: the recognised model's, or the one
-/// every paper model of its shape shares; `None` when it is not a paper model or the candidates
-/// disagree.
+/// The paper's veracity layer of `identity` for `domain` in pstat's numbering (Table A3's
+/// l + 1): the recognised model's, or the one every paper model of its shape shares; `None`
+/// when it is not a paper model or the candidates disagree.
 pub fn layer_of(identity: &Identity, domain: Domain) -> Option<usize> {
     let layers: Vec<usize> = candidates(identity)
         .iter()
-        .map(|m| m.layer(domain))
+        .map(|m| m.pstat_layer(domain))
         .collect();
     let first = *layers.first()?;
     layers.iter().all(|&l| l == first).then_some(first)
+}
+
+/// The paper model with short name `name` (`_qwen-2.5-72b`), if any.
+pub fn by_short_name(name: &str) -> Option<&'static PaperModel> {
+    PAPER_MODELS.iter().find(|m| m.short_name == name)
+}
+
+/// The layers a probe reads around a veracity layer: offset o's layer is veracity + o + shift.
+/// The shift is 0 unless the window of offsets would leave 1..=n_layers; then the whole window
+/// is moved by the fewest layers that bring it inside (a shift, not a clip, so every offset
+/// keeps a layer of its own and the window keeps its width). The veracity layer stays inside
+/// the moved window whenever 0 is one of the offsets. `_qwen-2.5-72b` on City Locations
+/// (Table A3: 79, pstat layer 80 of 80) reads 76..80 instead of 78..82.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerWindow {
+    pub veracity: usize,
+    pub n_layers: usize,
+    /// Added to every veracity + offset (negative: moved down).
+    pub shift: i64,
+    /// (offset, layer) in the order of the offsets given.
+    pub layers: Vec<(i64, usize)>,
+}
+
+impl LayerWindow {
+    /// The window of `offsets` around `veracity` in a model of `n_layers` blocks; an error
+    /// names the offsets and the depth when they cannot fit at all.
+    pub fn new(veracity: usize, offsets: &[i64], n_layers: usize) -> Result<Self, String> {
+        if veracity == 0 || veracity > n_layers {
+            return Err(format!(
+                "veracity layer {veracity} is outside 1..={n_layers}"
+            ));
+        }
+        let v = veracity as i64;
+        let n = n_layers as i64;
+        let (Some(&lo), Some(&hi)) = (offsets.iter().min(), offsets.iter().max()) else {
+            return Ok(Self {
+                veracity,
+                n_layers,
+                shift: 0,
+                layers: Vec::new(),
+            });
+        };
+        if hi - lo + 1 > n {
+            return Err(format!(
+                "layer offsets {lo}..{hi} span {} layers, more than the model's {n_layers}",
+                hi - lo + 1
+            ));
+        }
+        let shift = if v + hi > n {
+            n - (v + hi)
+        } else if v + lo < 1 {
+            1 - (v + lo)
+        } else {
+            0
+        };
+        let layers = offsets
+            .iter()
+            .map(|&o| (o, (v + o + shift) as usize))
+            .collect();
+        Ok(Self {
+            veracity,
+            n_layers,
+            shift,
+            layers,
+        })
+    }
+
+    /// The layer read at `offset`.
+    pub fn layer(&self, offset: i64) -> Option<usize> {
+        self.layers
+            .iter()
+            .find(|(o, _)| *o == offset)
+            .map(|(_, l)| *l)
+    }
+
+    /// Every layer read, in the order of the offsets.
+    pub fn all(&self) -> Vec<usize> {
+        self.layers.iter().map(|(_, l)| *l).collect()
+    }
+
+    /// What the shift did, for the record; `None` when the window needed none.
+    pub fn note(&self) -> Option<String> {
+        (self.shift != 0).then(|| {
+            let layers = self.all();
+            let (first, last) = (
+                layers.iter().min().copied().unwrap_or(0),
+                layers.iter().max().copied().unwrap_or(0),
+            );
+            format!(
+                "window shifted by {:+} layers to {first}..{last} to stay within 1..={} \
+                 (veracity layer {})",
+                self.shift, self.n_layers, self.veracity
+            )
+        })
+    }
 }
 
 #[cfg(test)]
@@ -504,9 +617,10 @@ mod tests {
         let gemma = identity(&["model.gguf"], "gemma3", 62, 5376, 262144);
         assert_eq!(recognise(&gemma), None);
         assert_eq!(layer_of(&gemma, Domain::CityLocations), None);
-        // Llama 3.3 70B is the only 80-layer llama: recognised by shape alone.
+        // Llama 3.3 70B is the only 80-layer llama: recognised by shape alone (Table A3's 40
+        // is the output of block 40, pstat's layer 41).
         let llama70 = identity(&["weights"], "llama", 80, 8192, 128256);
-        assert_eq!(layer_of(&llama70, Domain::MedIndications), Some(40));
+        assert_eq!(layer_of(&llama70, Domain::MedIndications), Some(41));
         // Qwen 2.5 72B base and chat: a name is needed.
         let qwen72 = identity(&["x"], "qwen2", 80, 8192, 152064);
         assert_eq!(layer_of(&qwen72, Domain::WordDefinitions), None);
@@ -517,5 +631,71 @@ mod tests {
         // Not a paper model at all.
         let smol = identity(&["SmolLM2 135M Instruct"], "llama", 30, 576, 49152);
         assert_eq!(layer_of(&smol, Domain::CityLocations), None);
+    }
+
+    #[test]
+    fn pstat_layers_are_the_authors_block_plus_one() {
+        for m in &PAPER_MODELS {
+            for (i, d) in Domain::ALL.into_iter().enumerate() {
+                assert_eq!(m.pstat_layer(d), m.layers[i] + 1, "{}", m.short_name);
+                let id = identity(&[m.repo], m.arch, m.n_layers, m.hidden, m.vocab);
+                assert_eq!(layer_of(&id, d), Some(m.layers[i] + 1), "{}", m.short_name);
+            }
+        }
+        let qwen72 = by_short_name("_qwen-2.5-72b").unwrap();
+        assert_eq!(qwen72.pstat_layers(), [80, 70, 41]);
+        assert_eq!(
+            by_short_name("gemma-7b").unwrap().pstat_layers(),
+            [15, 20, 18]
+        );
+        assert!(by_short_name("qwen-2.5-72").is_none());
+    }
+
+    #[test]
+    fn every_shape_gets_five_distinct_valid_layers_around_its_veracity_layer() {
+        let offsets = [-2, -1, 0, 1, 2];
+        let mut shifted = Vec::new();
+        for m in &PAPER_MODELS {
+            for d in Domain::ALL {
+                let v = m.pstat_layer(d);
+                let w = LayerWindow::new(v, &offsets, m.n_layers).unwrap();
+                let layers = w.all();
+                assert_eq!(layers.len(), 5, "{} {d}", m.short_name);
+                assert!(
+                    layers.iter().all(|&l| (1..=m.n_layers).contains(&l)),
+                    "{} {d}: {layers:?}",
+                    m.short_name
+                );
+                // Five consecutive layers that contain the veracity layer.
+                assert!(layers.windows(2).all(|p| p[1] == p[0] + 1), "{layers:?}");
+                assert!(layers.contains(&v), "{} {d}", m.short_name);
+                if w.shift == 0 {
+                    assert_eq!(layers, (v - 2..=v + 2).collect::<Vec<_>>());
+                    assert_eq!(w.note(), None);
+                } else {
+                    shifted.push((m.short_name, d, layers.clone(), w.note().unwrap()));
+                }
+            }
+        }
+        // Only `_qwen-2.5-72b` City (Table A3: 79, the last of 80 blocks) needs a shift.
+        assert_eq!(shifted.len(), 1, "{shifted:?}");
+        let (name, domain, layers, note) = &shifted[0];
+        assert_eq!((*name, *domain), ("_qwen-2.5-72b", Domain::CityLocations));
+        assert_eq!(layers, &[76, 77, 78, 79, 80]);
+        assert!(note.contains("76..80") && note.contains("-2"), "{note}");
+    }
+
+    #[test]
+    fn windows_shift_up_at_the_bottom_and_refuse_what_cannot_fit() {
+        let w = LayerWindow::new(1, &[-2, -1, 0, 1, 2], 28).unwrap();
+        assert_eq!((w.shift, w.all()), (2, vec![1, 2, 3, 4, 5]));
+        assert_eq!(w.layer(0), Some(3));
+        assert_eq!(LayerWindow::new(5, &[0], 5).unwrap().all(), [5]);
+        assert!(LayerWindow::new(2, &[-2, -1, 0, 1, 2], 4).is_err());
+        assert!(LayerWindow::new(9, &[0], 8).is_err());
+        assert_eq!(
+            LayerWindow::new(3, &[], 8).unwrap().all(),
+            Vec::<usize>::new()
+        );
     }
 }

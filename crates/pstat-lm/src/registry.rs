@@ -794,14 +794,41 @@ pub struct ModelInfo {
     /// Path in the cache or on disk, the Hugging Face repository of a paper model, or "not
     /// pulled".
     pub location: String,
-    /// The paper's veracity layers (City, Medical, Word) when the model is one of Table A3's.
+    /// The paper's veracity layers (City, Medical, Word) as Table A3 prints them (the
+    /// authors' 0-based block index), when the model is one of Table A3's.
     pub paper_layers: Option<[usize; 3]>,
+    /// The veracity layers pstat uses for it (City, Medical, Word): the authors' block + 1.
+    pub pstat_layers: Option<[usize; 3]>,
+    /// The layers l−2..l+2 pstat reads around each of them, shifted inside the model where
+    /// the window would leave it ([`crate::paper::LayerWindow`]).
+    pub layer_windows: Option<[Vec<usize>; 3]>,
+}
+
+/// The offsets of Appendix F around the veracity layer, as `pstat models list` shows them.
+const LISTED_OFFSETS: [i64; 5] = [-2, -1, 0, 1, 2];
+
+/// (paper layers, pstat layers, windows) of a Table A3 model.
+type PaperColumns = (
+    Option<[usize; 3]>,
+    Option<[usize; 3]>,
+    Option<[Vec<usize>; 3]>,
+);
+
+fn paper_columns(m: Option<&crate::paper::PaperModel>) -> PaperColumns {
+    let Some(m) = m else {
+        return (None, None, None);
+    };
+    let windows = m.pstat_layers().map(|v| {
+        crate::paper::LayerWindow::new(v, &LISTED_OFFSETS, m.n_layers)
+            .map(|w| w.all())
+            .unwrap_or_default()
+    });
+    (Some(m.layers), Some(m.pstat_layers()), Some(windows))
 }
 
 impl ModelInfo {
     /// The header of `pstat models list`'s table, matching [`ModelInfo::table_row`].
-    pub const TABLE_HEADER: &str =
-        "name\tfamily\tarch\tweights\tlayers\tkind\tpaper layers C/M/W\tlocation";
+    pub const TABLE_HEADER: &str = "name\tfamily\tarch\tweights\tlayers\tkind\tpaper layers C/M/W\tpstat layers C/M/W\tlocation";
 
     /// The model as one tab-separated row of `pstat models list`.
     pub fn table_row(&self) -> String {
@@ -809,8 +836,21 @@ impl ModelInfo {
         let paper = self
             .paper_layers
             .map_or("-".to_string(), |[c, m, w]| format!("{c}/{m}/{w}"));
+        // pstat's layer, with its window where that had to be shifted inside the model.
+        let used = match (&self.pstat_layers, &self.layer_windows) {
+            (Some(layers), Some(windows)) => layers
+                .iter()
+                .zip(windows)
+                .map(|(l, w)| match (w.first(), w.last()) {
+                    (Some(a), Some(b)) if *b < l + 2 || *a + 2 > *l => format!("{l} ({a}..{b})"),
+                    _ => l.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("/"),
+            _ => "-".to_string(),
+        };
         format!(
-            "{}\t{}\t{}\t{}\t{}\t{kind}\t{paper}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{kind}\t{paper}\t{used}\t{}",
             self.name, self.family, self.arch, self.weight_type, self.layers, self.location
         )
     }
@@ -851,24 +891,31 @@ pub fn catalog(cache: &Cache) -> Vec<ModelInfo> {
                     format!("not pulled (pstat models pull {})", spec.name)
                 },
                 paper_layers: None,
+                pstat_layers: None,
+                layer_windows: None,
             }
         })
         .collect();
-    out.extend(crate::paper::PAPER_MODELS.iter().map(|m| ModelInfo {
-        name: m.short_name.to_string(),
-        family: m.family().to_string(),
-        arch: m.arch.to_string(),
-        // Not local: the type is whatever a download holds.
-        weight_type: "-".to_string(),
-        layers: m.n_layers,
-        kind: if m.chat {
-            ModelKind::Chat
-        } else {
-            ModelKind::Base
-        },
-        format: "paper",
-        location: format!("https://huggingface.co/{}", m.repo),
-        paper_layers: Some(m.layers),
+    out.extend(crate::paper::PAPER_MODELS.iter().map(|m| {
+        let (paper_layers, pstat_layers, layer_windows) = paper_columns(Some(m));
+        ModelInfo {
+            name: m.short_name.to_string(),
+            family: m.family().to_string(),
+            arch: m.arch.to_string(),
+            // Not local: the type is whatever a download holds.
+            weight_type: "-".to_string(),
+            layers: m.n_layers,
+            kind: if m.chat {
+                ModelKind::Chat
+            } else {
+                ModelKind::Base
+            },
+            format: "paper",
+            location: format!("https://huggingface.co/{}", m.repo),
+            paper_layers,
+            pstat_layers,
+            layer_windows,
+        }
     }));
     out
 }
@@ -915,6 +962,7 @@ pub fn describe(name: &str, source: &ModelSource) -> Result<ModelInfo, crate::Lm
     };
     let identity = crate::paper::Identity::of(path, &config);
     let paper = crate::paper::recognise(&identity);
+    let (paper_layers, pstat_layers, layer_windows) = paper_columns(paper);
     let family = paper.map_or_else(
         || {
             family_of(&format!(
@@ -938,6 +986,8 @@ pub fn describe(name: &str, source: &ModelSource) -> Result<ModelInfo, crate::Lm
         },
         format: source.format(),
         location: path.display().to_string(),
-        paper_layers: paper.map(|m| m.layers),
+        paper_layers,
+        pstat_layers,
+        layer_windows,
     })
 }

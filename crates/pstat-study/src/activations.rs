@@ -415,16 +415,8 @@ fn export_layers(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::
     };
     let mut layers = BTreeSet::from([veracity]);
     for &probe in &cfg.probes {
-        for &offset in cfg.offsets(probe) {
-            let l = veracity as i64 + offset;
-            if l < 1 || l > n as i64 {
-                bail!(
-                    "layer {l} (veracity layer {veracity} {offset:+}) is outside 1..={n} of {}",
-                    model.name
-                );
-            }
-            layers.insert(l as usize);
-        }
+        let window = crate::representational::probe_window(cfg, probe, veracity, n, &model.name)?;
+        layers.extend(window.all());
     }
     Ok(layers.into_iter().collect())
 }

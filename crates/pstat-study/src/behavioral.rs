@@ -298,13 +298,19 @@ fn run(
                             )),
                         )?);
                     }
-                    for unit in rest.iter().filter(|u| u.draw == Draw::Main) {
-                        let label = format!(
-                            "behavioral {format} k={k} {} {}",
-                            baseline.as_str(),
-                            unit.condition
+                    // Appendix I clusters the main configuration's retractions: the main
+                    // draw at the main (largest) K against the empty baseline, in the main
+                    // (first) format; the robustness configurations stay out.
+                    let main = crate::stage::Retractions::takes_prompt(
+                        k, baseline, format, &cfg.k, &formats,
+                    );
+                    for unit in rest.iter().filter(|u| main && u.draw == Draw::Main) {
+                        retractions.add(
+                            pstat_tables::Instantiation::Behavioral,
+                            &unit.condition,
+                            &base_beliefs,
+                            &beliefs(unit),
                         );
-                        retractions.add(&label, &base_beliefs, &beliefs(unit));
                     }
                 }
                 output.stability.extend(summary.stability);

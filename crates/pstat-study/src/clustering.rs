@@ -1,8 +1,11 @@
 //! Retraction clustering per (model, domain) (Section 4.5, Appendix I): statements retracted
-//! under at least one Θ in either instantiation, represented by their standardized mean over
-//! all fed tokens at the veracity layer, clustered by PCA → UMAP → HDBSCAN with Algorithm 1's
-//! selection; contrastive prompts per cluster, optionally labelled by an OpenAI-compatible
-//! chat endpoint.
+//! under at least one Θ by a main configuration (sAwMIL at the veracity layer; the prompt at
+//! the main K, empty baseline and main format — no Mass-Mean, no robustness configuration),
+//! represented by their standardized mean over the statement's own tokens (no BOS, no chat
+//! template) at the veracity layer, clustered by PCA → UMAP → HDBSCAN with Algorithm 1's
+//! selection; contrastive prompts per cluster (statements ranked by the number of
+//! (instantiation, condition) pairs retracting them), optionally labelled by an
+//! OpenAI-compatible chat endpoint.
 
 use crate::config::RunConfig;
 use crate::io::{read_record, write_json, write_manifest, write_record};
@@ -107,7 +110,8 @@ fn run(
     let domain = *domain;
     let dir = cell_dir(&study.out, &model.name, domain);
     let held_out = study.held_out_true(domain);
-    let representation = standardized_means(acts, &held_out)?;
+    let own = own_token_spans(model, study.data(domain), acts, &held_out)?;
+    let representation = standardized_means(acts, &held_out, &own)?;
     let retracted: Vec<String> = held_out
         .iter()
         .filter(|id| retractions.types.contains_key(*id))
@@ -164,17 +168,7 @@ fn run(
         .map(String::as_str)
         .zip(stored.result.labels.iter().copied())
         .collect();
-    output.rows = stored
-        .ids
-        .iter()
-        .zip(&stored.result.labels)
-        .map(|(id, c)| ClusterRow {
-            model: model.name.clone(),
-            domain: domain.to_string(),
-            statement_id: id.clone(),
-            cluster: *c,
-        })
-        .collect();
+    output.rows = cluster_rows(&model.name, domain, &stored, retractions);
     let text: BTreeMap<&str, &str> = study
         .data(domain)
         .statements
@@ -260,10 +254,76 @@ fn label(
     Ok(())
 }
 
-/// Mean over each statement's tokens, standardized over the held-out statements.
+/// One `clusters.csv` row per clustered statement, with the (instantiation, condition) pairs
+/// that retracted it.
+fn cluster_rows(
+    model: &str,
+    domain: Domain,
+    stored: &Stored,
+    retractions: &Retractions,
+) -> Vec<ClusterRow> {
+    stored
+        .ids
+        .iter()
+        .zip(&stored.result.labels)
+        .map(|(id, c)| {
+            let by: Vec<&str> = retractions
+                .types
+                .get(id)
+                .map_or_else(Vec::new, |t| t.iter().map(String::as_str).collect());
+            ClusterRow {
+                model: model.to_string(),
+                domain: domain.to_string(),
+                statement_id: id.clone(),
+                cluster: *c,
+                retraction_count: by.len(),
+                retracted_by: by.join(";"),
+            }
+        })
+        .collect()
+}
+
+/// Per statement id, the rows of its activations that come from the statement's own text
+/// (no BOS, no chat-template tokens): the model's input for it is encoded again, checked
+/// against the tokens the activations were read at, and the statement's span taken from it.
+fn own_token_spans(
+    model: &crate::model::LoadedModel,
+    data: &pstat_data::Dataset,
+    acts: &Activations,
+    ids: &[String],
+) -> anyhow::Result<BTreeMap<String, std::ops::Range<usize>>> {
+    let text: BTreeMap<&str, &str> = data
+        .statements
+        .iter()
+        .map(|s| (s.id.as_str(), s.text.as_str()))
+        .collect();
+    let mut spans = BTreeMap::new();
+    for id in ids {
+        let i = acts
+            .index_of(id)
+            .ok_or_else(|| anyhow::anyhow!("no activations for `{id}`"))?;
+        let statement = text
+            .get(id.as_str())
+            .ok_or_else(|| anyhow::anyhow!("statement `{id}` is not in {}", data.domain))?;
+        let (tokens, span) = model.encoder.encode_with_statement_span(statement)?;
+        let fed = &acts.token_ids[acts.offsets[i]..acts.offsets[i + 1]];
+        if tokens != fed || span.is_empty() {
+            anyhow::bail!(
+                "{}: the activations of `{id}` were read at other tokens than the model's input \
+                 for it, so the statement's own tokens cannot be told apart",
+                model.name
+            );
+        }
+        spans.insert(id.clone(), span);
+    }
+    Ok(spans)
+}
+
+/// Mean over each statement's own tokens (`own`), standardized over the held-out statements.
 fn standardized_means(
     acts: &Activations,
     ids: &[String],
+    own: &BTreeMap<String, std::ops::Range<usize>>,
 ) -> anyhow::Result<BTreeMap<String, Vec<f64>>> {
     let d = acts.hidden;
     let mut means: Vec<Vec<f64>> = Vec::with_capacity(ids.len());
@@ -271,8 +331,11 @@ fn standardized_means(
         let i = acts
             .index_of(id)
             .ok_or_else(|| anyhow::anyhow!("no activations for `{id}`"))?;
-        let rows = acts.statement(i);
-        let n = acts.statement_len(i) as f64;
+        let span = own
+            .get(id)
+            .ok_or_else(|| anyhow::anyhow!("no token span for `{id}`"))?;
+        let rows = &acts.statement(i)[span.start * d..span.end * d];
+        let n = span.len() as f64;
         let mut m = vec![0.0f64; d];
         for row in rows.chunks(d) {
             for (a, v) in m.iter_mut().zip(row) {

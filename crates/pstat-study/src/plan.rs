@@ -223,6 +223,19 @@ fn chat_template(name: &str) -> Option<bool> {
     Some(kind == ModelKind::Chat)
 }
 
+/// The model's number of decoder blocks, read from the registry or the file's header (no
+/// weights); `None` when it cannot be told without pulling the model.
+fn n_layers(name: &str) -> Option<usize> {
+    use pstat_lm::registry::{ModelSource, describe, find};
+    match find(name) {
+        Some(spec) => Some(spec.n_layers),
+        None => {
+            let source = ModelSource::resolve(name).ok()?;
+            Some(describe(name, &source).ok()?.layers)
+        }
+    }
+}
+
 /// One (model, domain) of the plan.
 struct CellPlan<'a> {
     study: &'a Study,
@@ -280,10 +293,13 @@ impl CellPlan<'_> {
         let conditions = study.conditions.conditions.len();
         let mut probes = Vec::new();
         for &probe in &cfg.probes {
+            // The window of the chosen layer (shifted inside the model where needed).
+            // A model whose depth cannot be read without loading it gets no shift at the top.
+            let depth = n_layers(self.model).unwrap_or(u32::MAX as usize);
+            let window = veracity
+                .and_then(|v| pstat_lm::paper::LayerWindow::new(v, cfg.offsets(probe), depth).ok());
             for &offset in cfg.offsets(probe) {
-                let layer = veracity
-                    .and_then(|v| usize::try_from(v as i64 + offset).ok())
-                    .filter(|l| *l >= 1);
+                let layer = window.as_ref().and_then(|w| w.layer(offset));
                 let done = layer.is_some_and(|l| {
                     crate::representational::unit_dir(&dir, probe, l)
                         .join("unit.json")

@@ -13,6 +13,7 @@ use crate::study::Study;
 use anyhow::{Context, bail};
 use pstat_data::activations::Activations;
 use pstat_data::{Condition, Domain, Kind};
+use pstat_lm::paper::LayerWindow;
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
@@ -62,21 +63,16 @@ impl Stage for Representational {
             return Ok(());
         }
         let choice = veracity_layer(cell, progress)?;
-        let layer_at = |offset: &i64| -> anyhow::Result<usize> {
-            let l = choice.veracity_layer as i64 + offset;
-            if l < 1 || l > model.lm.n_layers() as i64 {
-                bail!(
-                    "layer {l} (veracity layer {} {offset:+}) is outside 1..={} of {}",
-                    choice.veracity_layer,
-                    model.lm.n_layers(),
-                    model.name
-                );
-            }
-            Ok(l as usize)
-        };
         let mut units: Vec<(Probe, i64, usize)> = Vec::new();
-        for &(probe, offset) in &planned {
-            units.push((probe, offset, layer_at(&offset)?));
+        for &probe in &cfg.probes {
+            let window = probe_window(
+                cfg,
+                probe,
+                choice.veracity_layer,
+                model.lm.n_layers(),
+                &model.name,
+            )?;
+            units.extend(window.layers.iter().map(|&(o, l)| (probe, o, l)));
         }
         let layers: BTreeSet<usize> = units.iter().map(|(_, _, l)| *l).collect();
         let layers: Vec<usize> = layers.into_iter().collect();
@@ -121,8 +117,10 @@ impl Stage for Representational {
             if !scope.assembles() {
                 continue;
             }
+            if crate::stage::Retractions::takes_probe(probe, layer, choice.veracity_layer) {
+                unit.add_retractions(study, &mut handoff.retractions);
+            }
             if layer == choice.veracity_layer {
-                unit.add_retractions(study, probe, &mut handoff.retractions);
                 tables
                     .comparisons
                     .extend(unit.comparisons(cell, probe, layer)?);
@@ -187,7 +185,7 @@ impl ProbeUnit {
     }
 
     /// Which held-out True statements each condition retracts under this probe.
-    fn add_retractions(&self, study: &Study, probe: Probe, into: &mut crate::stage::Retractions) {
+    fn add_retractions(&self, study: &Study, into: &mut crate::stage::Retractions) {
         let Some(base) = study
             .conditions
             .baseline()
@@ -198,7 +196,8 @@ impl ProbeUnit {
         for condition in study.conditions.perturbations() {
             if let Some(perturbed) = self.beliefs(&condition.name) {
                 into.add(
-                    &format!("representational {probe} {}", condition.name),
+                    Instantiation::Representational,
+                    &condition.name,
                     &base,
                     &perturbed,
                 );
@@ -546,9 +545,24 @@ pub fn veracity_activations<'h>(
     Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
 
+/// The layers `probe` is retrained at around `veracity`: its configured offsets, the window
+/// shifted inside 1..=n_layers where it would leave the model ([`LayerWindow`]).
+pub fn probe_window(
+    cfg: &crate::config::Representational,
+    probe: Probe,
+    veracity: usize,
+    n_layers: usize,
+    model: &str,
+) -> anyhow::Result<LayerWindow> {
+    LayerWindow::new(veracity, cfg.offsets(probe), n_layers)
+        .map_err(|e| anyhow::anyhow!("{model}: {probe} layers: {e}"))
+}
+
 /// The veracity layer of a (model, domain), persisted in `layers.json`: a layer fixed in the
-/// run config wins; else the paper's Table A3 layer when the model is one of the paper's;
-/// else the criterion the Table A3 layers come from ([`select_layer`]).
+/// run config wins; else the paper's Table A3 layer when the model is one of the paper's (the
+/// authors' block l is pstat's layer l + 1, see [`pstat_lm::paper`]); else the criterion the
+/// Table A3 layers come from ([`select_layer`]). Where a probe's window of layers had to be
+/// shifted to stay inside the model, the record says so (`window`).
 pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Result<LayerChoice> {
     let Cell {
         study,
@@ -568,6 +582,7 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
         veracity_layer: layer,
         criterion: criterion.into(),
         scores: Vec::new(),
+        window: Vec::new(),
     };
     let choice = if let Some(layer) = study.config.representational.veracity_layer {
         if layer == 0 || layer > n_layers {
@@ -580,7 +595,12 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
     } else if let Some(layer) = pstat_lm::paper::paper_layer(&model.lm, *domain) {
         fixed(
             layer,
-            "the paper's layer for this model and domain (Table A3)",
+            &format!(
+                "the paper's layer for this model and domain (Table A3: {}, the output of the \
+                 authors' 0-based block {}, which is pstat's layer {layer})",
+                layer - 1,
+                layer - 1
+            ),
         )
     } else {
         progress.unit(&UnitKey::new(
@@ -592,6 +612,14 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
         let train = study.stratified_train(*domain, n);
         select_layer(study, model, *domain, &train, progress)?
     };
+    let mut choice = choice;
+    let cfg = &study.config.representational;
+    for &probe in &cfg.probes {
+        let window = probe_window(cfg, probe, choice.veracity_layer, n_layers, &model.name)?;
+        if let Some(note) = window.note() {
+            choice.window.push(format!("{probe}: {note}"));
+        }
+    }
     write_record(&path, &choice)?;
     Ok(choice)
 }
@@ -732,6 +760,7 @@ pub fn select_layer(
             candidates.last().expect("candidates is not empty")
         ),
         scores,
+        window: Vec::new(),
     })
 }
 
@@ -996,6 +1025,7 @@ mod tests {
                 window_average_precision: Some(0.7),
                 auc: Some(0.8),
             }],
+            window: Vec::new(),
         };
         crate::io::write_record(&path, &choice).unwrap();
         let read = read_record::<LayerChoice>(&path, &mut crate::Silent).unwrap();

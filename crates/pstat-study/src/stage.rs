@@ -50,8 +50,10 @@ pub struct Handoff {
     pub retractions: Retractions,
 }
 
-/// Which conditions retract each held-out True statement, e.g. `representational sawmil
-/// synthetic_tf`, and which statements each instantiation believed at baseline.
+/// The clustering input (Appendix I): which (instantiation, condition) pairs of the main
+/// configurations retract each held-out True statement, as `representational:synthetic_tf`,
+/// and which statements either instantiation believed at baseline. Only sAwMIL at the veracity
+/// layer and the prompt at the main K, empty baseline and main format add to it.
 #[derive(Debug, Default)]
 pub struct Retractions {
     pub types: BTreeMap<String, BTreeSet<String>>,
@@ -59,7 +61,33 @@ pub struct Retractions {
 }
 
 impl Retractions {
-    pub fn add(&mut self, label: &str, baseline: &Judgments, perturbed: &Judgments) {
+    /// Whether a probe unit feeds the clustering: sAwMIL at the veracity layer only.
+    pub fn takes_probe(probe: pstat_tables::Probe, layer: usize, veracity: usize) -> bool {
+        probe == pstat_tables::Probe::Sawmil && layer == veracity
+    }
+
+    /// Whether a behavioral study feeds the clustering: the main (largest) K of `ks`, the
+    /// empty-context baseline and the main (first) of the `formats` prompted.
+    pub fn takes_prompt(
+        k: usize,
+        baseline: pstat_tables::Baseline,
+        format: pstat_tables::PromptFormat,
+        ks: &[usize],
+        formats: &[pstat_tables::PromptFormat],
+    ) -> bool {
+        baseline == pstat_tables::Baseline::Empty
+            && Some(k) == ks.iter().copied().max()
+            && Some(&format) == formats.first()
+    }
+
+    pub fn add(
+        &mut self,
+        instantiation: pstat_tables::Instantiation,
+        condition: &str,
+        baseline: &Judgments,
+        perturbed: &Judgments,
+    ) {
+        let label = format!("{instantiation}:{condition}");
         for (id, believed) in baseline {
             if *believed {
                 self.believed_at_baseline.insert(id.clone());
@@ -67,7 +95,7 @@ impl Retractions {
                     self.types
                         .entry(id.clone())
                         .or_default()
-                        .insert(label.to_string());
+                        .insert(label.clone());
                 }
             }
         }
@@ -171,5 +199,60 @@ impl Tables {
             self.stability.len()
         ));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pstat_tables::{Baseline, Instantiation, Probe, PromptFormat};
+
+    #[test]
+    fn only_the_main_configurations_feed_the_clustering() {
+        // Probes: sAwMIL at the veracity layer; not Mass-Mean, not a neighbouring layer.
+        assert!(Retractions::takes_probe(Probe::Sawmil, 12, 12));
+        assert!(!Retractions::takes_probe(Probe::MassMean, 12, 12));
+        assert!(!Retractions::takes_probe(Probe::Sawmil, 13, 12));
+        // Prompts: the largest K, the empty baseline, the first format prompted.
+        let ks = [20, 50, 100];
+        let formats = [PromptFormat::Chat, PromptFormat::Plain];
+        let takes = |k, b, f| Retractions::takes_prompt(k, b, f, &ks, &formats);
+        assert!(takes(100, Baseline::Empty, PromptFormat::Chat));
+        assert!(!takes(50, Baseline::Empty, PromptFormat::Chat));
+        assert!(!takes(20, Baseline::Empty, PromptFormat::Chat));
+        assert!(!takes(100, Baseline::True, PromptFormat::Chat));
+        assert!(!takes(100, Baseline::Empty, PromptFormat::Plain));
+    }
+
+    #[test]
+    fn retractions_are_keyed_by_instantiation_and_condition() {
+        let judged = |pairs: &[(&str, bool)]| -> Judgments {
+            pairs.iter().map(|(id, b)| (id.to_string(), *b)).collect()
+        };
+        let base = judged(&[("s1", true), ("s2", true), ("s3", false)]);
+        let mut r = Retractions::default();
+        r.add(
+            Instantiation::Representational,
+            "synthetic_tf",
+            &base,
+            &judged(&[("s1", false), ("s2", true), ("s3", false)]),
+        );
+        r.add(
+            Instantiation::Behavioral,
+            "fictional",
+            &base,
+            &judged(&[("s1", false), ("s2", false), ("s3", true)]),
+        );
+        let of = |id: &str| r.types[id].iter().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            of("s1"),
+            ["behavioral:fictional", "representational:synthetic_tf"]
+        );
+        assert_eq!(of("s2"), ["behavioral:fictional"]);
+        assert!(
+            !r.types.contains_key("s3"),
+            "an expansion is not a retraction"
+        );
+        assert_eq!(r.believed_at_baseline.len(), 2);
     }
 }

@@ -390,13 +390,21 @@ impl Table for BigramDistanceRow {
     }
 }
 
-/// One row of `clusters.csv`: the cluster of a retracted statement (−1 = noise).
+/// One row of `clusters.csv`: the cluster of a retracted statement (−1 = noise), and which
+/// main configurations retracted it (Appendix I: sAwMIL at the veracity layer, the prompt at
+/// the main K, empty baseline and main format).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClusterRow {
     pub model: String,
     pub domain: String,
     pub statement_id: String,
     pub cluster: i32,
+    /// How many (instantiation, condition) pairs retracted the statement.
+    #[serde(default)]
+    pub retraction_count: usize,
+    /// Those pairs as `instantiation:condition`, `;`-separated, sorted.
+    #[serde(default)]
+    pub retracted_by: String,
 }
 
 impl Table for ClusterRow {
@@ -464,6 +472,10 @@ pub struct LayerChoice {
     /// The selection curve (empty when the layer is fixed in the config).
     #[serde(default)]
     pub scores: Vec<LayerScore>,
+    /// Per probe whose window of layers around the veracity layer had to be shifted to stay
+    /// inside the model: how (empty when none was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
