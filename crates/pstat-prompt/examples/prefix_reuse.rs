@@ -10,6 +10,7 @@ use pstat_data::{
     ConditionSet, DataRoot, Domain, Kind, SplitConfig, load_all, split::exclusive_split,
 };
 use pstat_lm::LanguageModel;
+use pstat_prompt::Protocol;
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::scoring::render;
 use pstat_prompt::{
@@ -41,6 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         baseline: Baseline::Empty,
         seed: 42,
         allow_fewer: false,
+        protocol: Protocol::Paper,
     };
     let conditions = ConditionSet::paper();
     let context = pool.draw(&spec, conditions.get("noise")?, Draw::Main)?;

@@ -5,6 +5,7 @@
 //! drawn ids are recorded.
 
 use crate::error::PromptError;
+use crate::template::Protocol;
 use pstat_data::artifact::sha256_hex;
 use pstat_data::{Condition, ContextSource, Dataset, Domain, Kind, SplitAssignment, Statement};
 use rand::SeedableRng;
@@ -179,7 +180,14 @@ impl<'a> TrainingPool<'a> {
             chosen.sort_unstable();
             picked.extend(chosen.into_iter().map(|j| candidates[j]));
         }
-        picked.shuffle(&mut rng);
+        // The paper's contexts are shuffled. The authors' code keeps a drawn context in file
+        // order (`np.sort` of the drawn indices) and shuffles only the Noise context, which it
+        // assembles from two domains.
+        let file_order = spec.protocol == Protocol::Authors
+            && !matches!(source, ContextSource::OtherDomainsTrue);
+        if !file_order {
+            picked.shuffle(&mut rng);
+        }
         if draw == Draw::Shuffle {
             let shuffle_seed =
                 derive_seed(spec.seed, self.domain, &condition.name, spec.k, usize::MAX);
@@ -205,6 +213,8 @@ pub struct ContextSpec {
     pub seed: u64,
     /// Use every candidate when a condition has fewer than K (recorded in the context).
     pub allow_fewer: bool,
+    /// The paper's shuffled contexts or the authors' file order (and their prompt text).
+    pub protocol: Protocol,
 }
 
 fn kind_list(kinds: &[Kind]) -> String {
@@ -235,6 +245,7 @@ mod tests {
             baseline: Baseline::Empty,
             seed: 7,
             allow_fewer: false,
+            protocol: Protocol::Paper,
         }
     }
 
@@ -331,5 +342,35 @@ mod tests {
         let ctx = pool.draw(&allowed, &syn, Draw::Main).unwrap();
         assert!(ctx.fewer.as_deref().unwrap().contains("of 500"));
         assert!(!ctx.ids.is_empty() && ctx.ids.len() < 500);
+    }
+
+    #[test]
+    fn the_authors_protocol_keeps_a_drawn_context_in_file_order() {
+        let (data, splits) = datasets_and_splits();
+        let pool = TrainingPool::new(Domain::CityLocations, &data, &splits).unwrap();
+        let set = ConditionSet::paper();
+        let authors = ContextSpec {
+            protocol: Protocol::Authors,
+            ..spec(4)
+        };
+        let position = |id: &String| data[0].statements.iter().position(|s| &s.id == id);
+        for name in ["fictional", "synthetic_tf", "fictional_t"] {
+            let condition = set.get(name).unwrap();
+            let ctx = pool.draw(&authors, condition, Draw::Main).unwrap();
+            let at: Vec<usize> = ctx.ids.iter().map(|id| position(id).unwrap()).collect();
+            assert!(at.windows(2).all(|p| p[0] < p[1]), "{name}: {at:?}");
+            // The same statements as the paper's draw, which is shuffled.
+            let paper = pool.draw(&spec(4), condition, Draw::Main).unwrap();
+            let (mut a, mut b) = (ctx.ids.clone(), paper.ids.clone());
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{name}");
+        }
+        // Noise mixes two domains: shuffled in both protocols.
+        let noise = set.get("noise").unwrap();
+        assert_eq!(
+            pool.draw(&authors, noise, Draw::Main).unwrap().ids,
+            pool.draw(&spec(4), noise, Draw::Main).unwrap().ids
+        );
     }
 }

@@ -61,6 +61,37 @@ impl PromptCodec for EmbeddedCodec {
             .map_err(|e| self.error(e))
     }
 
+    fn render_chat_with_system(
+        &self,
+        system: &str,
+        user: &str,
+        prefill: &str,
+    ) -> Result<String, PromptError> {
+        let chat = self.chat.as_ref().ok_or_else(|| {
+            self.error("the model has no chat template, so it is a base model: use --format plain")
+        })?;
+        let turns = [Message::new("system", system), Message::new("user", user)];
+        match chat.render_with_prefill(&turns, prefill) {
+            Ok(text) => Ok(text),
+            // Templates without a system role (Gemma 1 and 2) refuse one: the authors' configs
+            // give those models one user turn holding the system text, a blank line and the
+            // question.
+            Err(ChatError::Template { .. }) => chat
+                .render_with_prefill(
+                    &[Message::new("user", &format!("{system}\n\n{user}"))],
+                    prefill,
+                )
+                .map_err(|e| self.error(e)),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    fn encode_prompt_with_bos(&self, rendered: &str) -> Result<Vec<u32>, PromptError> {
+        self.tokenizer
+            .encode(rendered, true, true)
+            .map_err(|e| self.error(e))
+    }
+
     fn encode_prompt(&self, rendered: &str) -> Result<Vec<u32>, PromptError> {
         match &self.chat {
             // Adds BOS by the tokenizer's rule unless the template already wrote it.

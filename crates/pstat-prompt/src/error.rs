@@ -34,6 +34,8 @@ pub enum PromptError {
     },
     #[error("{what}: {message}")]
     Tokenizer { what: String, message: String },
+    #[error("{0}")]
+    Unsupported(String),
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
     #[error("{path}: {source}")]

@@ -32,4 +32,4 @@ pub use scoring::{Answer, EncodedPrompts, OptionProbs, OptionScorer, OptionToken
 pub use study::{
     Progress, Silent, StudySpec, Summary, UnitResult, run_selected_units, run_units, summarize,
 };
-pub use template::PromptFormat;
+pub use template::{PromptFormat, Protocol};

@@ -8,7 +8,7 @@ use crate::context::BeliefContext;
 use crate::error::PromptError;
 use crate::scoring::{Answer, OptionProbs};
 use crate::study::Progress;
-use crate::template::PromptFormat;
+use crate::template::{PromptFormat, Protocol};
 use pstat_data::artifact::{move_aside, sha256_hex, write_atomic, write_json_atomic};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -50,6 +50,9 @@ pub struct UnitMeta {
     /// sha256 over the judged statement ids, in order.
     pub statements_sha256: String,
     pub n: usize,
+    /// Recorded for the authors' protocol only, so units of the paper's read back unchanged.
+    #[serde(default, skip_serializing_if = "Protocol::is_paper")]
+    pub protocol: Protocol,
 }
 
 /// The sidecar file: what the unit was made from, and the sha256 of its judgments file.
@@ -65,6 +68,9 @@ struct Sidecar {
 pub struct UnitFiles {
     pub judgments: PathBuf,
     pub meta: PathBuf,
+    /// The exact text of the unit's first prompt (its first held-out statement under its
+    /// context, rendered as the model reads it), so a reader sees what the model saw.
+    pub prompt: PathBuf,
 }
 
 impl UnitFiles {
@@ -78,7 +84,16 @@ impl UnitFiles {
         UnitFiles {
             judgments: with(".jsonl"),
             meta: with(".context.json"),
+            prompt: with(".prompt.txt"),
         }
+    }
+
+    /// Writes `<stem>.prompt.txt` unless it already holds `text`.
+    pub fn store_prompt(&self, text: &str) -> Result<(), PromptError> {
+        if std::fs::read(&self.prompt).is_ok_and(|held| held == text.as_bytes()) {
+            return Ok(());
+        }
+        write_atomic(&self.prompt, text.as_bytes()).map_err(|e| PromptError::io(&self.prompt, e))
     }
 
     /// The stored judgments if the unit is complete and was made from `expected`. A unit
@@ -203,6 +218,7 @@ mod tests {
             backend: "fake".into(),
             statements_sha256: ids_sha256(&["s1"]),
             n,
+            protocol: Protocol::Paper,
         }
     }
 

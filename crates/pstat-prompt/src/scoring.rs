@@ -4,7 +4,7 @@
 //! fake one.
 
 use crate::error::PromptError;
-use crate::template::{LABELS, PREFILL, PromptFormat, plain_text, user_turn};
+use crate::template::{LABELS, PREFILL, PromptFormat, Protocol, authors, plain_text, user_turn};
 use pstat_lm::extract::shared_prefix_len;
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +13,29 @@ pub trait PromptCodec {
     /// The exact string a chat model reads: `user` as the only user turn through the chat
     /// template, then an open assistant turn that starts with `prefill` (no end-of-turn).
     fn render_chat(&self, user: &str, prefill: &str) -> Result<String, PromptError>;
+    /// As [`PromptCodec::render_chat`] with a system turn before the user turn; where the
+    /// template has no system role, `system`, a blank line and `user` as one user turn (the
+    /// authors' rule for such models).
+    fn render_chat_with_system(
+        &self,
+        system: &str,
+        user: &str,
+        prefill: &str,
+    ) -> Result<String, PromptError> {
+        let _ = (system, user, prefill);
+        Err(PromptError::Unsupported(
+            "this backend cannot render a system turn (protocol = \"authors\")".into(),
+        ))
+    }
+    /// Token ids of a rendered chat prompt as the authors' code makes them: the tokenizer's
+    /// special tokens added to the rendered text even where the template wrote BOS itself
+    /// (two BOS for such templates).
+    fn encode_prompt_with_bos(&self, rendered: &str) -> Result<Vec<u32>, PromptError> {
+        let _ = rendered;
+        Err(PromptError::Unsupported(
+            "this backend cannot tokenize the authors' way (protocol = \"authors\")".into(),
+        ))
+    }
     /// Token ids of a rendered prompt: the tokenizer's usual BOS, then the text with special
     /// tokens (template markers) recognised.
     fn encode_prompt(&self, rendered: &str) -> Result<Vec<u32>, PromptError>;
@@ -23,16 +46,35 @@ pub trait PromptCodec {
     fn piece(&self, id: u32) -> Result<String, PromptError>;
 }
 
-/// Renders the prompt of one statement under one context.
+/// Renders the prompt of one statement under one context, as the paper prints it.
 pub fn render(
     codec: &dyn PromptCodec,
     format: PromptFormat,
     context: &[&str],
     statement: &str,
 ) -> Result<String, PromptError> {
-    match format {
-        PromptFormat::Chat => codec.render_chat(&user_turn(context, statement), PREFILL),
-        PromptFormat::Plain => Ok(plain_text(context, statement)),
+    render_as(codec, Protocol::Paper, format, context, statement)
+}
+
+/// Renders the prompt of one statement under one context in `protocol`'s text.
+pub fn render_as(
+    codec: &dyn PromptCodec,
+    protocol: Protocol,
+    format: PromptFormat,
+    context: &[&str],
+    statement: &str,
+) -> Result<String, PromptError> {
+    match (protocol, format) {
+        (Protocol::Paper, PromptFormat::Chat) => {
+            codec.render_chat(&user_turn(context, statement), PREFILL)
+        }
+        (Protocol::Paper, PromptFormat::Plain) => Ok(plain_text(context, statement)),
+        (Protocol::Authors, PromptFormat::Chat) => codec.render_chat_with_system(
+            authors::SYSTEM,
+            &authors::user_turn(context, statement),
+            authors::PREFILL,
+        ),
+        (Protocol::Authors, PromptFormat::Plain) => Ok(authors::plain_text(context, statement)),
     }
 }
 
@@ -86,10 +128,22 @@ impl EncodedPrompts {
     /// Tokenizes full prompts and takes their longest common token prefix. Tokenizing whole
     /// prompts (rather than prefix and suffix apart) keeps merges across the boundary exact.
     pub fn new(codec: &dyn PromptCodec, texts: Vec<String>) -> Result<Self, PromptError> {
-        let tokens: Vec<Vec<u32>> = texts
-            .iter()
-            .map(|t| codec.encode_prompt(t))
-            .collect::<Result<_, _>>()?;
+        Self::for_protocol(codec, texts, Protocol::Paper, PromptFormat::Plain)
+    }
+
+    /// As [`EncodedPrompts::new`], tokenized as `protocol` does for `format`: the authors'
+    /// chat prompts get the tokenizer's BOS even after the template's.
+    pub fn for_protocol(
+        codec: &dyn PromptCodec,
+        texts: Vec<String>,
+        protocol: Protocol,
+        format: PromptFormat,
+    ) -> Result<Self, PromptError> {
+        let encode = |t: &String| match (protocol, format) {
+            (Protocol::Authors, PromptFormat::Chat) => codec.encode_prompt_with_bos(t),
+            _ => codec.encode_prompt(t),
+        };
+        let tokens: Vec<Vec<u32>> = texts.iter().map(encode).collect::<Result<_, _>>()?;
         let shared = shared_prefix_len(&tokens);
         Ok(EncodedPrompts {
             texts,

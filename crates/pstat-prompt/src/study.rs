@@ -4,7 +4,7 @@
 use crate::context::{Baseline, BeliefContext, ContextSpec, Draw, TrainingPool};
 use crate::error::PromptError;
 use crate::record::{Judgment, UnitFiles, UnitMeta, ids_sha256};
-use crate::scoring::{EncodedPrompts, OptionScorer, PromptCodec, render};
+use crate::scoring::{EncodedPrompts, OptionScorer, PromptCodec, render_as};
 use crate::tables::{AnswerRow, ResampleRow, answer_row, resample_rows};
 use crate::template::PromptFormat;
 use pstat_data::{Condition, ConditionSet, Domain, Statement};
@@ -189,12 +189,17 @@ pub fn run_selected_units(
             backend: scorer.identity(),
             statements_sha256: statements_sha256.clone(),
             n: test.len(),
+            protocol: spec.context.protocol,
         };
         let files = spec.unit_files(condition, draw);
         let stored = files.load_if_complete(&meta, progress)?;
         if stored.is_none() && !compute(condition, draw) {
             continue;
         }
+        let lines: Vec<&str> = context.texts.iter().map(String::as_str).collect();
+        let prompt =
+            |s: &Statement| render_as(codec, spec.context.protocol, spec.format, &lines, &s.text);
+        files.store_prompt(&prompt(test[0])?)?;
         let label = format!("{} {} {}", spec.format, condition.name, draw);
         progress.start(&label, test.len());
         let judgments = match stored {
@@ -203,12 +208,12 @@ pub fn run_selected_units(
                 stored
             }
             None => {
-                let lines: Vec<&str> = context.texts.iter().map(String::as_str).collect();
                 let texts = test
                     .iter()
-                    .map(|s| render(codec, spec.format, &lines, &s.text))
+                    .map(|s| prompt(s))
                     .collect::<Result<Vec<_>, _>>()?;
-                let prompts = EncodedPrompts::new(codec, texts)?;
+                let prompts =
+                    EncodedPrompts::for_protocol(codec, texts, spec.context.protocol, spec.format)?;
                 let probs = scorer.score(&prompts, &mut |n| progress.advance(n))?;
                 let judgments: Vec<Judgment> = test
                     .iter()
@@ -307,6 +312,7 @@ mod tests {
                 baseline: Baseline::Empty,
                 seed: 3,
                 allow_fewer: false,
+                protocol: crate::Protocol::Paper,
             },
             resamples,
             shuffle_control: true,

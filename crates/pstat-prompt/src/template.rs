@@ -29,6 +29,87 @@ pub const PREFILL: &str = "The final answer is";
 
 pub use pstat_tables::PromptFormat;
 
+/// Which text and procedure the behavioral prompts follow: the paper's printed prompt
+/// (Section 4.4.2, the default) or the one the authors' released code sends
+/// (`response/prompt_templates.py` `ABC3Prompt` and `exp_zero_shot.py` of samanthadies/P-StaT).
+/// A run config's top-level `protocol` key; another protocol is another study.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// The printed prompt, contexts shuffled, BOS once.
+    #[default]
+    Paper,
+    /// The released code's prompt: an introduction before the context, "Select one of the
+    /// following options:", "Please respond with the corresponding letter.", a fact-checking
+    /// system turn and the prefill "The final answer is " for chat models; contexts kept in
+    /// file order; chat prompts tokenized with the tokenizer's BOS added again.
+    Authors,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Paper => "paper",
+            Protocol::Authors => "authors",
+        }
+    }
+
+    pub fn is_paper(&self) -> bool {
+        *self == Protocol::Paper
+    }
+}
+
+/// The strings of the authors' released code (`exp_zero_shot.py` builds the question block,
+/// `ABC3Prompt` of `response/prompt_templates.py` adds the options and the answer cue).
+pub mod authors {
+    /// Opens a non-empty belief context.
+    pub const CONTEXT_INTRO: &str = "Let's say that you believe these statements:";
+    /// Precedes the option lines.
+    pub const SELECT: &str = "Select one of the following options:";
+    /// Ends a plain prompt, with one trailing space.
+    pub const PLAIN_CUE: &str =
+        "Please respond with the corresponding letter. The final answer is ";
+    /// The chat models' system turn (merged into the user turn, after a blank line, where
+    /// the template has no system role).
+    pub const SYSTEM: &str = "You are an expert in fact-checking. Your task is to assist the \
+        user by answering questions based on your comprehensive knowledge. Please respond with \
+        the corresponding letter.";
+    /// The open assistant turn of chat models, with one trailing space.
+    pub const PREFILL: &str = "The final answer is ";
+
+    /// The question block: the introduced context (if any), the question and the statement.
+    fn block(context: &[&str], statement: &str) -> String {
+        let mut lines: Vec<&str> = Vec::new();
+        if !context.is_empty() {
+            lines.push(CONTEXT_INTRO);
+            lines.extend(context);
+        }
+        lines.push(super::QUESTION);
+        lines.push(statement);
+        lines.join("\n")
+    }
+
+    /// The user turn of a chat prompt: the block, the options, and a final newline.
+    pub fn user_turn(context: &[&str], statement: &str) -> String {
+        format!(
+            "{}\n{SELECT}\n{}\n",
+            block(context, statement),
+            super::OPTION_LINES.join("\n")
+        )
+    }
+
+    /// A plain prompt: the block, the options and the answer cue.
+    pub fn plain_text(context: &[&str], statement: &str) -> String {
+        format!(
+            "{}\n{SELECT}\n{}\n{PLAIN_CUE}",
+            block(context, statement),
+            super::OPTION_LINES.join("\n")
+        )
+    }
+}
+
 /// The user turn: context lines, the question, the statement and the three options, joined by
 /// single newlines (no trailing newline).
 pub fn user_turn(context: &[&str], statement: &str) -> String {

@@ -68,6 +68,17 @@ impl crate::PromptCodec for CharCodec {
     fn render_chat(&self, user: &str, prefill: &str) -> Result<String, crate::PromptError> {
         Ok(format!("<u>{user}</u><a>{prefill}"))
     }
+    fn render_chat_with_system(
+        &self,
+        system: &str,
+        user: &str,
+        prefill: &str,
+    ) -> Result<String, crate::PromptError> {
+        Ok(format!("<s>{system}</s><u>{user}</u><a>{prefill}"))
+    }
+    fn encode_prompt_with_bos(&self, rendered: &str) -> Result<Vec<u32>, crate::PromptError> {
+        self.encode_prompt(rendered)
+    }
     fn encode_prompt(&self, rendered: &str) -> Result<Vec<u32>, crate::PromptError> {
         Ok(std::iter::once(1)
             .chain(rendered.chars().map(|c| c as u32 + 10))

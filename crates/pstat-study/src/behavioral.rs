@@ -65,6 +65,7 @@ pub(crate) fn study_spec(
             baseline,
             seed: study.seed_for(&format!("contexts:{domain}")),
             allow_fewer: cfg.allow_fewer,
+            protocol: study.config.protocol,
         },
         resamples: cfg.resamples,
         shuffle_control: cfg.shuffle_control,

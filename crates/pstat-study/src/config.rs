@@ -7,6 +7,7 @@ use pstat_data::condition::Condition;
 use pstat_data::{ConditionSet, Domain, SplitConfig};
 use pstat_http::HttpOptions;
 use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
+use pstat_prompt::Protocol;
 use pstat_prompt::server::ServerConfig;
 use pstat_stability::Bootstrap;
 use pstat_tables::{Baseline, Probe, PromptFormat};
@@ -39,6 +40,13 @@ pub struct RunConfig {
     pub condition: Vec<Condition>,
     /// Bootstrap resamples for every interval.
     pub bootstrap_resamples: usize,
+    /// The behavioral protocol: `paper` (the printed prompt, the default) or `authors` (the
+    /// authors' released code: its prompt text, system turn and prefill, contexts in file
+    /// order, a second BOS on chat prompts; docs/run-config.md). Another protocol is another
+    /// study: the key enters the config hash, and is left out of it when `paper` so the hash
+    /// of a config without it is unchanged.
+    #[serde(skip_serializing_if = "Protocol::is_paper")]
+    pub protocol: Protocol,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -299,6 +307,7 @@ impl Default for RunConfig {
             clustering: Clustering::default(),
             condition: Vec::new(),
             bootstrap_resamples: 1000,
+            protocol: Protocol::Paper,
         }
     }
 }
@@ -501,6 +510,29 @@ impl RunConfig {
         }
         self.behavioral.validate_server()?;
         self.conditions()?;
+        self.validate_paper_layers()?;
+        Ok(())
+    }
+
+    /// A Table A3 model named by its short name: every probe's window of layers around its
+    /// veracity layer (the authors' block + 1) fits the model, shifted where needed.
+    fn validate_paper_layers(&self) -> anyhow::Result<()> {
+        let rep = &self.representational;
+        for m in self
+            .models
+            .iter()
+            .filter_map(|n| pstat_lm::paper::by_short_name(n))
+        {
+            for &domain in &self.domains {
+                let veracity = rep.veracity_layer.unwrap_or(m.pstat_layer(domain));
+                for &probe in &rep.probes {
+                    pstat_lm::paper::LayerWindow::new(veracity, rep.offsets(probe), m.n_layers)
+                        .map_err(|e| {
+                            anyhow::anyhow!("{} {domain}: {probe} layers: {e}", m.short_name)
+                        })?;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -895,5 +927,47 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(unknown.contains("timeout"), "{unknown}");
+    }
+
+    #[test]
+    fn a_default_study_of_every_paper_model_validates() {
+        // `_qwen-2.5-72b` City is Table A3's 79 (pstat 80, the last of 80 layers): its window
+        // is shifted inside the model instead of reaching layer 82.
+        for m in &pstat_lm::paper::PAPER_MODELS {
+            let c = RunConfig {
+                models: vec![m.short_name.to_string()],
+                ..RunConfig::default()
+            };
+            c.validate()
+                .unwrap_or_else(|e| panic!("{}: {e:#}", m.short_name));
+        }
+        // A window wider than the model cannot be shifted into it.
+        let mut c = RunConfig {
+            models: vec!["_qwen-2.5-72b".into()],
+            ..RunConfig::default()
+        };
+        c.representational.layer_offsets = (-50..=50).collect();
+        let err = format!("{:#}", c.validate().unwrap_err());
+        assert!(
+            err.contains("_qwen-2.5-72b") && err.contains("sawmil"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_protocol_is_a_top_level_key_that_changes_the_hash() {
+        let paper = RunConfig::default();
+        let parsed: RunConfig = toml::from_str("protocol = \"paper\"").unwrap();
+        assert_eq!(parsed, paper);
+        assert_eq!(parsed.hash(), paper.hash(), "paper is the default");
+        assert!(!serde_json::to_string(&paper).unwrap().contains("protocol"));
+        let authors: RunConfig = toml::from_str("protocol = \"authors\"").unwrap();
+        assert_eq!(authors.protocol, Protocol::Authors);
+        assert_ne!(
+            authors.hash(),
+            paper.hash(),
+            "another protocol is another study"
+        );
+        assert!(toml::from_str::<RunConfig>("protocol = \"printed\"").is_err());
     }
 }

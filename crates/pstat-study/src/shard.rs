@@ -167,6 +167,7 @@ pub fn possible_units(
                             baseline,
                             seed: 0,
                             allow_fewer: cfg.allow_fewer,
+                            protocol: config.protocol,
                         },
                         resamples: cfg.resamples,
                         shuffle_control: cfg.shuffle_control,

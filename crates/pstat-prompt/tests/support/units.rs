@@ -4,6 +4,7 @@
 use pstat_data::{
     ConditionSet, DataRoot, Domain, Kind, SplitConfig, load_all, split::exclusive_split,
 };
+use pstat_prompt::Protocol;
 use pstat_prompt::embedded::EmbeddedCodec;
 use pstat_prompt::scoring::render;
 use pstat_prompt::{Baseline, ContextSpec, Draw, EncodedPrompts, PromptFormat, TrainingPool};
@@ -30,6 +31,7 @@ pub fn city_units(codec: &EmbeddedCodec, n: usize) -> Vec<EncodedPrompts> {
         baseline: Baseline::Empty,
         seed: 42,
         allow_fewer: false,
+        protocol: Protocol::Paper,
     };
     let mut units = Vec::new();
     for condition in [
