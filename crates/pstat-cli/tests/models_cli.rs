@@ -52,6 +52,53 @@ fn models_list_describes_a_folder() {
 }
 
 #[test]
+fn models_list_shows_the_layers_pstat_uses_for_the_paper_models() {
+    let out = pstat(&["models", "list", "--json"], "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let infos: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let paper: Vec<&serde_json::Value> = infos.iter().filter(|i| i["format"] == "paper").collect();
+    assert_eq!(paper.len(), 21);
+    for m in &paper {
+        // The authors' block l is pstat's layer l + 1, with five layers around it inside the model.
+        let printed: Vec<u64> = serde_json::from_value(m["paper_layers"].clone()).unwrap();
+        let used: Vec<u64> = serde_json::from_value(m["pstat_layers"].clone()).unwrap();
+        assert_eq!(
+            used,
+            printed.iter().map(|l| l + 1).collect::<Vec<_>>(),
+            "{m}"
+        );
+        let windows: Vec<Vec<u64>> = serde_json::from_value(m["layer_windows"].clone()).unwrap();
+        let n = m["layers"].as_u64().unwrap();
+        for (w, l) in windows.iter().zip(&used) {
+            assert_eq!(w.len(), 5, "{m}");
+            assert!(
+                w.contains(l) && w.iter().all(|x| (1..=n).contains(x)),
+                "{m}"
+            );
+        }
+    }
+    let qwen72 = paper.iter().find(|i| i["name"] == "_qwen-2.5-72b").unwrap();
+    assert_eq!(qwen72["pstat_layers"], serde_json::json!([80, 70, 41]));
+    assert_eq!(
+        qwen72["layer_windows"][0],
+        serde_json::json!([76, 77, 78, 79, 80])
+    );
+    // The table shows both numbers, and the shifted window where there is one.
+    let out = pstat(&["models", "list"], "");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("_qwen-2.5-72b\t"))
+        .unwrap();
+    assert!(row.contains("\t79/69/40\t80 (76..80)/70/41\t"), "{row}");
+    assert!(table.contains("pstat layers C/M/W"), "{table}");
+}
+
+#[test]
 fn tokenize_reads_a_folder_tokenizer() {
     let gemma = fixture("gemma3");
     let out = pstat(

@@ -86,3 +86,315 @@ fn run_completes_on_the_tiny_llama3_model() {
         );
     }
 }
+
+/// Runs `pstat run` on the tiny model with `body` after its `models` line; returns the run
+/// folder (kept alive by the returned temporary directory).
+fn run_tiny(model: &std::path::Path, body: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiny.toml");
+    std::fs::write(
+        &config,
+        format!("models = [{:?}]\n{body}", model.to_str().unwrap()),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = Command::new(env!("CARGO_BIN_EXE_pstat"))
+        .args(["run", "--config", config.to_str().unwrap(), "--out"])
+        .arg(&out)
+        .env("PSTAT_HOME", dir.path().join("home"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (dir, out)
+}
+
+/// The paper's default: no `sawmil_c`, so sAwMIL's C is chosen by 3-fold cross-validation on
+/// the baseline Θ0's labels, once per layer, and every Θ of the layer is fit with it.
+#[test]
+fn default_c_is_chosen_by_cross_validation_on_the_baseline() {
+    let Some(model) = tiny_llama3() else { return };
+    let (_dir, out) = run_tiny(
+        &model,
+        r#"
+        domains = ["city_locations"]
+        test_limit = 12
+        train_limit = 60
+        bootstrap_resamples = 20
+        [representational]
+        veracity_layer = 1
+        probes = ["sawmil"]
+        layer_offsets = [0, 1]
+        selection_statements = 20
+        [behavioral]
+        enabled = false
+        [familiarity]
+        enabled = false
+        [clustering]
+        enabled = false
+        "#,
+    );
+    let mut chosen = Vec::new();
+    for layer in [1, 2] {
+        let unit = out.join(format!(
+            "tiny-llama3-f32/city_locations/representational/sawmil/layer_{layer:02}"
+        ));
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(unit.join("probe.json")).unwrap()).unwrap();
+        assert_eq!(record["c_source"], "cv_baseline", "layer {layer}: {record}");
+        let grid: Vec<f64> = record["cv_scores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s[0].as_f64().unwrap())
+            .collect();
+        assert_eq!(grid, [0.05, 0.1, 0.5, 1.0, 10.0], "layer {layer}");
+        let c = record["c"].as_f64().unwrap();
+        assert!(grid.contains(&c), "layer {layer}: C = {c}");
+        chosen.push(c);
+        // Every Θ of the layer was fit with that one C (the `c` column of stability.csv).
+        let stability = std::fs::read_to_string(out.join("stability.csv")).unwrap();
+        let header: Vec<&str> = stability.lines().next().unwrap().split(',').collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let rows: Vec<Vec<&str>> = stability
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect())
+            .filter(|r: &Vec<&str>| r[col("layer")] == layer.to_string())
+            .collect();
+        assert!(rows.len() >= 5, "layer {layer}: {stability}");
+        for r in rows {
+            assert_eq!(r[col("c")].parse::<f64>().unwrap(), c, "{r:?}");
+        }
+    }
+    assert_eq!(chosen.len(), 2);
+}
+
+/// `protocol = "authors"`: every behavioral unit keeps its first prompt, in the authors' text.
+#[test]
+fn every_behavioral_unit_keeps_its_first_prompt() {
+    let Some(model) = tiny_llama3() else { return };
+    let (_dir, out) = run_tiny(
+        &model,
+        r#"
+        protocol = "authors"
+        domains = ["city_locations"]
+        test_limit = 12
+        train_limit = 60
+        bootstrap_resamples = 20
+        [representational]
+        enabled = false
+        [behavioral]
+        k = [2]
+        baselines = ["empty", "true"]
+        formats = ["plain"]
+        [familiarity]
+        enabled = false
+        [clustering]
+        enabled = false
+        "#,
+    );
+    let dir = out.join("tiny-llama3-f32/city_locations/behavioral/plain");
+    let mut units = Vec::new();
+    let mut stack = vec![dir.clone()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                units.push(path);
+            }
+        }
+    }
+    // The empty baseline, the True baseline and Table 2's five perturbations.
+    assert_eq!(units.len(), 7, "{units:?}");
+    for unit in units {
+        let prompt = unit.with_extension("prompt.txt");
+        let text = std::fs::read_to_string(&prompt)
+            .unwrap_or_else(|e| panic!("{}: {e}", prompt.display()));
+        assert!(
+            text.ends_with("\nPlease respond with the corresponding letter. The final answer is "),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("\nSelect one of the following options:\na. "),
+            "{text:?}"
+        );
+        let name = unit.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "baseline_empty.jsonl" {
+            assert!(
+                text.starts_with("Is the following statement correct?\n"),
+                "{text:?}"
+            );
+        } else {
+            assert!(
+                text.starts_with("Let's say that you believe these statements:\n"),
+                "{name}: {text:?}"
+            );
+        }
+    }
+}
+
+/// Beliefs (id → judged True) from a probe unit's record, per condition.
+fn probe_beliefs(
+    unit: &std::path::Path,
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, bool>> {
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unit.join("unit.json")).unwrap()).unwrap();
+    record["record"]["judgments"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(condition, judged)| {
+            let beliefs = judged
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| {
+                    (
+                        j["id"].as_str().unwrap().to_string(),
+                        j["judged_true"].as_bool().unwrap(),
+                    )
+                })
+                .collect();
+            (condition.clone(), beliefs)
+        })
+        .collect()
+}
+
+/// Beliefs (id → judged True) of a behavioral unit's judgments file.
+fn prompt_beliefs(path: &std::path::Path) -> std::collections::BTreeMap<String, bool> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| {
+            let j: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                j["id"].as_str().unwrap().to_string(),
+                j["judged_true"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Appendix I's input: `clusters.csv` holds exactly the statements a main configuration
+/// retracted (sAwMIL at the veracity layer; the prompt's main draw at the largest K against the
+/// empty baseline), each with the (instantiation, condition) pairs that did; Mass-Mean, the
+/// neighbouring layer, the smaller K and the True baseline, all run here, add nothing.
+#[test]
+fn clusters_hold_only_the_main_configurations_retractions() {
+    let Some(model) = tiny_llama3() else { return };
+    let (_dir, out) = run_tiny(
+        &model,
+        r#"
+        domains = ["city_locations"]
+        test_limit = 60
+        train_limit = 80
+        bootstrap_resamples = 20
+        [representational]
+        veracity_layer = 1
+        probes = ["sawmil", "mass_mean"]
+        layer_offsets = [0, 1]
+        mass_mean_layer_offsets = [0]
+        sawmil_c = 1.0
+        selection_statements = 20
+        [behavioral]
+        k = [2, 3]
+        baselines = ["empty", "true"]
+        formats = ["plain"]
+        [familiarity]
+        enabled = false
+        "#,
+    );
+    let cell = out.join("tiny-llama3-f32/city_locations");
+    let conditions = [
+        "synthetic_tf",
+        "synthetic_fi",
+        "fictional",
+        "fictional_t",
+        "noise",
+    ];
+    let mut expected: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut add = |instantiation: &str,
+                   base: &std::collections::BTreeMap<String, bool>,
+                   perturbed: &std::collections::BTreeMap<String, bool>,
+                   condition: &str| {
+        for (id, believed) in base {
+            if *believed && perturbed.get(id) == Some(&false) {
+                expected
+                    .entry(id.clone())
+                    .or_default()
+                    .push(format!("{instantiation}:{condition}"));
+            }
+        }
+    };
+    let sawmil = probe_beliefs(&cell.join("representational/sawmil/layer_01"));
+    for c in conditions {
+        add("representational", &sawmil["baseline"], &sawmil[c], c);
+    }
+    let plain = cell.join("behavioral/plain");
+    let base = prompt_beliefs(&plain.join("baseline_empty.jsonl"));
+    for c in conditions {
+        add(
+            "behavioral",
+            &base,
+            &prompt_beliefs(&plain.join(format!("k3/{c}.main.jsonl"))),
+            c,
+        );
+    }
+    // What the robustness configurations retract beyond the main ones must stay out.
+    let mass_mean = probe_beliefs(&cell.join("representational/mass_mean/layer_01"));
+    let neighbour = probe_beliefs(&cell.join("representational/sawmil/layer_02"));
+    let mut robust = std::collections::BTreeSet::new();
+    for c in conditions {
+        for beliefs in [&mass_mean, &neighbour] {
+            for (id, believed) in &beliefs["baseline"] {
+                if *believed && beliefs[c].get(id) == Some(&false) {
+                    robust.insert(id.clone());
+                }
+            }
+        }
+        let k2 = prompt_beliefs(&plain.join(format!("k2/{c}.main.jsonl")));
+        for (id, believed) in &base {
+            if *believed && k2.get(id) == Some(&false) {
+                robust.insert(id.clone());
+            }
+        }
+    }
+    let only_robust: Vec<&String> = robust
+        .iter()
+        .filter(|id| !expected.contains_key(*id))
+        .collect();
+    let clusters = std::fs::read_to_string(out.join("clusters.csv")).unwrap();
+    let header: Vec<&str> = clusters.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: std::collections::BTreeMap<String, (String, usize)> = clusters
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .map(|r| {
+            (
+                r[col("statement_id")].to_string(),
+                (
+                    r[col("retracted_by")].to_string(),
+                    r[col("retraction_count")].parse().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    assert!(
+        expected.len() >= 8,
+        "too few retractions to cluster: {expected:?}"
+    );
+    assert_eq!(
+        rows.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "clustered statements (retracted by robustness configurations only: {only_robust:?})"
+    );
+    for (id, mut by) in expected {
+        by.sort();
+        assert_eq!(rows[&id], (by.join(";"), by.len()), "{id}");
+    }
+}

@@ -53,7 +53,10 @@ fn plain_prompts_are_byte_for_byte_the_sources() {
     let plain = |protocol, context: &[&str]| {
         render_as(&NoChat, protocol, PromptFormat::Plain, context, STATEMENT).unwrap()
     };
-    assert_eq!(plain(Protocol::Paper, &[]), fixture("paper_plain_empty.txt"));
+    assert_eq!(
+        plain(Protocol::Paper, &[]),
+        fixture("paper_plain_empty.txt")
+    );
     assert_eq!(
         plain(Protocol::Paper, &CONTEXT),
         fixture("paper_plain_context.txt")
@@ -103,13 +106,9 @@ fn authors_chat_prompt_through_a_template_with_a_system_role() {
         PromptFormat::Chat,
     )
     .unwrap();
-    let once = EncodedPrompts::for_protocol(
-        &codec,
-        vec![text],
-        Protocol::Paper,
-        PromptFormat::Chat,
-    )
-    .unwrap();
+    let once =
+        EncodedPrompts::for_protocol(&codec, vec![text], Protocol::Paper, PromptFormat::Chat)
+            .unwrap();
     let bos = once.tokens[0][0];
     assert_eq!(&twice.tokens[0][..2], &[bos, bos]);
     assert_ne!(once.tokens[0][1], bos);
@@ -127,8 +126,7 @@ fn authors_chat_prompt_merges_the_system_turn_where_the_template_refuses_it() {
         std::fs::copy(src.join(file), dir.path().join(file)).unwrap();
     }
     let mut config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(src.join("tokenizer_config.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(src.join("tokenizer_config.json")).unwrap()).unwrap();
     config["chat_template"] = serde_json::Value::String(GEMMA2.into());
     std::fs::write(
         dir.path().join("tokenizer_config.json"),
