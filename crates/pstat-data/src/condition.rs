@@ -33,6 +33,10 @@ pub struct Condition {
     pub probe_true: Vec<Kind>,
     /// The belief context for prompting under Θ.
     pub context: ContextSource,
+    /// Conditions this one is set against in the paired comparisons (each gives a row
+    /// "this − other" per cell); empty: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compare_with: Vec<String>,
 }
 
 impl Condition {
@@ -136,7 +140,42 @@ impl ConditionSet {
                 )));
             }
         }
+        for c in &self.conditions {
+            for other in &c.compare_with {
+                let bad = |why: &str| {
+                    Err(DataError::Invalid(format!(
+                        "condition `{}`: `compare_with` names `{other}`, {why}",
+                        c.name
+                    )))
+                };
+                match self.conditions.iter().find(|d| &d.name == other) {
+                    None => {
+                        return bad(&format!(
+                            "which is not a condition (known: {})",
+                            self.names().join(", ")
+                        ));
+                    }
+                    Some(d) if d.name == c.name => return bad("the condition itself"),
+                    Some(d) if d.is_baseline() || c.is_baseline() => {
+                        return bad("but the baseline is what every condition is measured against");
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Every (Θa, Θb) of the paired comparisons, in condition order.
+    pub fn compared_pairs(&self) -> Vec<(&str, &str)> {
+        self.conditions
+            .iter()
+            .flat_map(|c| {
+                c.compare_with
+                    .iter()
+                    .map(move |other| (c.name.as_str(), other.as_str()))
+            })
+            .collect()
     }
 
     pub fn baseline(&self) -> Option<&Condition> {
@@ -193,6 +232,40 @@ mod tests {
         assert_eq!(noise.context, ContextSource::OtherDomainsTrue);
         assert!(set.baseline().unwrap().is_baseline());
         assert_eq!(set.perturbations().count(), 5);
+        assert_eq!(
+            set.compared_pairs(),
+            [
+                ("synthetic_tf", "fictional"),
+                ("synthetic_tf", "fictional_t"),
+                ("synthetic_fi", "fictional"),
+                ("synthetic_fi", "fictional_t"),
+            ]
+        );
+    }
+
+    #[test]
+    fn compare_with_must_name_another_perturbation() {
+        let text = "[[condition]]\nname = \"x\"\ntitle = \"X\"\nprobe_true = [\"true\", \"fictional_t\"]\ncontext = { from = \"kinds\", kinds = [\"fictional_t\"] }\ncompare_with = [\"fictional\"]\n";
+        // A user's condition may name a built-in one: the set is checked once extended.
+        let mut x = toml::from_str::<ConditionFile>(text).unwrap().condition.remove(0);
+        let mut set = ConditionSet::paper();
+        set.extend(vec![x.clone()]).unwrap();
+        assert_eq!(set.compared_pairs().last(), Some(&("x", "fictional")));
+        for (named, why) in [
+            ("fictionl", "is not a condition"),
+            ("x", "the condition itself"),
+            ("baseline", "the baseline"),
+        ] {
+            x.compare_with = vec![named.to_string()];
+            let err = ConditionSet::paper()
+                .extend(vec![x.clone()])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("condition `x`: `compare_with`") && err.contains(why),
+                "{err}"
+            );
+        }
     }
 
     #[test]

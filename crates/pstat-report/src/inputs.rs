@@ -6,8 +6,9 @@ use crate::error::ReportError;
 use crate::tables::KindCell;
 use pstat_tables::TableError;
 pub use pstat_tables::{
-    AnswerRow, BigramDistanceRow, BigramRankRow, ClusterRow, Decisions, DistanceRow,
-    FamiliarityRow, LayerChoice, RelabelledRow, StabilityRow, Table, ThemeRow,
+    AcrossModelPairRow, AcrossModelRow, AnswerRow, BigramDistanceRow, BigramRankRow, ClusterRow,
+    ComparisonFamilyRow, ComparisonRow, Decisions, DistanceRow, FamiliarityRow, LayerChoice,
+    RelabelledRow, ResampleRow, SignTestRow, StabilityRow, Table, ThemeRow,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -66,6 +67,12 @@ pub struct RunData {
     pub themes: Option<Vec<ThemeRow>>,
     pub answers: Option<Vec<AnswerRow>>,
     pub relabelled: Option<Vec<RelabelledRow>>,
+    pub resamples: Option<Vec<ResampleRow>>,
+    pub comparisons: Option<Vec<ComparisonRow>>,
+    pub comparison_families: Option<Vec<ComparisonFamilyRow>>,
+    pub across_models: Option<Vec<AcrossModelRow>>,
+    pub across_model_pairs: Option<Vec<AcrossModelPairRow>>,
+    pub sign_tests: Option<Vec<SignTestRow>>,
     pub manifest: Option<serde_json::Value>,
     pub decisions: Option<Decisions>,
 }
@@ -94,6 +101,12 @@ impl RunData {
             themes: read_table_opt(dir)?,
             answers: read_table_opt(dir)?,
             relabelled: read_table_opt(dir)?,
+            resamples: read_table_opt(dir)?,
+            comparisons: read_table_opt(dir)?,
+            comparison_families: read_table_opt(dir)?,
+            across_models: read_table_opt(dir)?,
+            across_model_pairs: read_table_opt(dir)?,
+            sign_tests: read_table_opt(dir)?,
             manifest: read_json_opt(&dir.join("manifest.json"))?,
             decisions: read_json_opt(&dir.join(pstat_tables::DECISIONS_FILE))?,
         })

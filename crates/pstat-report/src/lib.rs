@@ -6,9 +6,11 @@
 //! `stability.csv`, `layers.json`, `familiarity.csv`, `distances.csv`,
 //! `bigram_rank_frequency.csv`, `bigram_distances.csv`, `clusters.csv`,
 //! `clusters/<model>/<domain>/result.json`, `themes.csv`, `answers.csv`, `relabelled_bags.csv`,
-//! `manifest.json`.
+//! `resamples.csv`, `comparisons.csv`, `comparison_families.csv`, `across_models.csv`,
+//! `across_model_pairs.csv`, `sign_tests.csv`, `manifest.json`.
 //! Outputs: `figures/<id>.svg`, `figures/<id>.png` and `report.html`, each written atomically.
 
+mod claims;
 mod error;
 pub mod figures;
 mod html;
@@ -20,15 +22,13 @@ mod tables;
 
 pub use error::ReportError;
 pub use inputs::RunData;
-pub use summary::PAIRS;
 
 use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, stability_figure};
 use html::Section;
 use inputs::{distance_cell, familiarity_cell};
 use pstat_tables::Probe;
 use select::{
-    BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, behavioral_variants,
-    representational, sawmil_layer_offsets,
+    BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, representational,
 };
 use std::path::{Path, PathBuf};
 use tables::{KindCell, kind_tables};
@@ -63,25 +63,38 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     let behavioral = behavioral_main(&data);
     let titles = names::ConditionTitles::new(data.decisions.as_ref());
     let sawmil = representational(&data, &layers, Probe::Sawmil);
-    let mass_mean = representational(&data, &layers, Probe::MassMean);
+
+    let mut limits = Section::new(
+        "limits",
+        "What this run can and cannot show",
+        "Read this first: which judges answer the same whatever the context, every perturbation's effect against the noise floor \
+         (refits with unchanged labels) and the behavioral resampling spread, and the cells where nothing can be concluded.",
+    );
+    limits.findings.push(claims::limits(&data, &layers, &titles));
 
     let mut summary = Section::new(
         "summary",
         "What this run shows",
-        "Computed from this run's tables; the paper's claims are tested here, not repeated.",
+        "Computed from this run's paired tests (comparisons.csv) and across-model tables; the paper's claims are tested here, not repeated.",
     );
-    // Behavioral rows relabel nothing; representational comparisons are read against how much
-    // training data each Θ relabelled.
-    let relabelled = data.relabelled.as_deref().unwrap_or_default();
-    for (name, selection, relabelled) in [
-        ("Behavioral", &behavioral, &[][..]),
-        ("Representational", &sawmil, relabelled),
-    ] {
-        if !selection.rows.is_empty() {
-            summary.findings.push(summary::stability_finding(
-                name, selection, relabelled, &titles,
-            ));
+    match &data.comparisons {
+        Some(rows) if !rows.is_empty() => {
+            let families = data.comparison_families.as_deref().unwrap_or_default();
+            summary
+                .findings
+                .extend(claims::paired_findings(rows, families, &titles));
+            summary.tables.push(claims::paired_table(rows, &titles));
         }
+        Some(_) => summary.notes.push(
+            "Paired comparisons: no cell had two compared conditions with a baseline belief set to compare them on.".into(),
+        ),
+        None => summary.missing("Paired comparisons", "comparisons.csv"),
+    }
+    match &data.sign_tests {
+        Some(rows) => summary
+            .findings
+            .push(claims::across_model_finding(rows, &titles)),
+        None => summary.missing("Sign tests across models", "sign_tests.csv"),
     }
     if let Some(rows) = &data.familiarity {
         summary.findings.push(summary::familiarity_finding(rows));
@@ -93,28 +106,16 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         summary.findings.push(summary::bigram_finding(rows));
     }
     summary.findings.push(summary::flagged_baselines(&data));
-    summary.tables.push(summary::comparison_table(
-        &[
-            ("Behavioral (main)", behavioral.rows.clone()),
-            ("Representational sAwMIL (main)", sawmil.rows.clone()),
-            (
-                "sAwMIL, layers l−2..l+2 (A4)",
-                sawmil_layer_offsets(&data, &layers)
-                    .into_iter()
-                    .map(|(_, r)| r)
-                    .collect(),
-            ),
-            (
-                "Behavioral, every K and baseline (A5)",
-                behavioral_variants(&data)
-                    .into_iter()
-                    .map(|(_, r)| r)
-                    .collect(),
-            ),
-            ("Mass-Mean (A7)", mass_mean.rows.clone()),
-        ],
-        &titles,
-    ));
+    match &data.across_models {
+        Some(rows) => summary
+            .tables
+            .push(claims::across_models_table(rows, &titles)),
+        None => summary.missing("Across-model table", "across_models.csv"),
+    }
+    match &data.across_model_pairs {
+        Some(rows) => summary.tables.push(claims::across_model_pairs_table(rows)),
+        None => summary.missing("Synthetic vs Fictional across models", "across_model_pairs.csv"),
+    }
 
     let mut familiarity = Section::new(
         "familiarity",
@@ -295,6 +296,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     }
 
     let sections = [
+        limits,
         summary,
         familiarity,
         stability,

@@ -52,7 +52,7 @@ pub fn is_perturbation(condition: &str) -> bool {
             .is_none_or(|b| b.name != condition)
 }
 
-/// The noise-floor rows of `probe` (the baseline refit on a reshuffled training order, against
+/// The noise-floor rows of `probe` (every refit of the baseline with unchanged labels, against
 /// the baseline) at each (model, domain)'s veracity layer.
 pub fn noise_floor<'a>(
     data: &'a RunData,
@@ -61,7 +61,7 @@ pub fn noise_floor<'a>(
 ) -> Vec<&'a StabilityRow> {
     data.stability
         .iter()
-        .filter(|r| r.condition == BASELINE_REFIT && r.resample.is_none())
+        .filter(|r| r.condition == BASELINE_REFIT)
         .filter(|r| r.instantiation == Instantiation::Representational && r.probe == probe)
         .filter(|r| r.layer.is_some() && r.layer == layers.get(&r.model, &r.domain))
         .collect()
@@ -327,6 +327,18 @@ pub fn across_models(dots: &[Dot]) -> Option<Dot> {
             })
         }
     }
+}
+
+/// The noise floor of a panel as one dot: the median of its refits' rates (over every model),
+/// with the band from the smallest to the largest.
+pub fn floor_dot(values: &[f64]) -> Option<Dot> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    Some(Dot {
+        value: percentile(&v, 0.5),
+        lo: Some(*v.first()?),
+        hi: v.last().copied(),
+    })
 }
 
 pub fn median(values: &[f64]) -> Option<f64> {

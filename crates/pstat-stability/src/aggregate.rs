@@ -1,44 +1,54 @@
-//! Aggregation across models: the paper plots one point per model plus the median.
+//! Aggregation across models, as the authors' analysis scripts tabulate it
+//! (`analysis_plot_scripts/build_retraction_expansion_tables_*.py`): per perturbation, the
+//! mean and median ρ_R and ρ_E over models, the average rank of each perturbation and how
+//! often it ranks first; per comparison, the number and share of models in which it holds.
 
 use crate::belief::percentile;
 use crate::table::StabilityRow;
-use pstat_tables::{Baseline, Instantiation, Probe, PromptFormat};
-use serde::Serialize;
-use std::collections::BTreeMap;
+use pstat_tables::{
+    AcrossModelPairRow, AcrossModelRow, BASELINE_REFIT, Baseline, Instantiation, MAIN_VARIANT,
+    Probe, PromptFormat, VOLUME_MATCHED,
+};
+use std::collections::{BTreeMap, BTreeSet};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AggregateRow {
-    pub domain: String,
-    pub instantiation: Instantiation,
-    pub probe: Probe,
-    pub k: Option<usize>,
-    pub baseline: Option<Baseline>,
-    pub format: Option<PromptFormat>,
-    pub condition: String,
-    pub n_models: usize,
-    pub retraction_rate_median: Option<f64>,
-    pub retraction_rate_q1: Option<f64>,
-    pub retraction_rate_q3: Option<f64>,
-    pub expansion_rate_median: Option<f64>,
-    pub expansion_rate_q1: Option<f64>,
-    pub expansion_rate_q3: Option<f64>,
-}
+/// Rows that differ only in model and condition: one selection of the across-model tables.
+type Selection = (
+    String,
+    Instantiation,
+    Probe,
+    Option<usize>,
+    Option<Baseline>,
+    Option<PromptFormat>,
+    Option<i64>,
+    String,
+);
 
-/// Median and quartiles of each rate across models, per (domain, instantiation, probe, k,
-/// baseline, format, condition). Rows of resample/shuffle controls are left out; a model
-/// whose rate is undefined does not count towards that rate.
-pub fn aggregate_across_models(rows: &[StabilityRow]) -> Vec<AggregateRow> {
-    type Key = (
-        String,
-        Instantiation,
-        Probe,
-        Option<usize>,
-        Option<Baseline>,
-        Option<PromptFormat>,
-        String,
-    );
-    let mut groups: BTreeMap<Key, Vec<&StabilityRow>> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.resample.is_none()) {
+/// ρ_R and ρ_E of every (model, condition) of one selection.
+type Rates<'a> = BTreeMap<&'a str, BTreeMap<&'a str, (Option<f64>, Option<f64>)>>;
+
+/// The across-model tables of `rows`. `veracity_layer` gives the veracity layer of a (model,
+/// domain), so representational rows group by their offset from it; `conditions` is the
+/// run's condition order (ties in a rank keep it, as the authors' stable sort does);
+/// `pairs` are the compared (Θa, Θb). The noise floor's refits and behavioral resamples are
+/// left out; volume-matched rows form their own variant.
+pub fn aggregate_across_models(
+    rows: &[StabilityRow],
+    veracity_layer: impl Fn(&str, &str) -> Option<usize>,
+    conditions: &[String],
+    pairs: &[(String, String)],
+) -> (Vec<AcrossModelRow>, Vec<AcrossModelPairRow>) {
+    let mut selections: BTreeMap<Selection, Rates> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.condition != BASELINE_REFIT) {
+        let variant = match r.resample.as_deref() {
+            None => MAIN_VARIANT,
+            Some(VOLUME_MATCHED) => VOLUME_MATCHED,
+            Some(_) => continue,
+        };
+        let layer_offset = match (r.instantiation, r.layer) {
+            (Instantiation::Representational, Some(layer)) => veracity_layer(&r.model, &r.domain)
+                .map(|v| layer as i64 - v as i64),
+            _ => None,
+        };
         let key = (
             r.domain.clone(),
             r.instantiation,
@@ -46,85 +56,244 @@ pub fn aggregate_across_models(rows: &[StabilityRow]) -> Vec<AggregateRow> {
             r.k,
             r.baseline,
             r.format,
-            r.condition.clone(),
+            layer_offset,
+            variant.to_string(),
         );
-        groups.entry(key).or_default().push(r);
+        selections
+            .entry(key)
+            .or_default()
+            .entry(&r.model)
+            .or_default()
+            .insert(&r.condition, (r.retraction_rate, r.expansion_rate));
     }
-    groups
-        .into_iter()
-        .map(
-            |((domain, instantiation, probe, k, baseline, format, condition), members)| {
-                let quartiles = |get: fn(&StabilityRow) -> Option<f64>| {
-                    let mut v: Vec<f64> = members.iter().filter_map(|r| get(r)).collect();
-                    v.sort_by(f64::total_cmp);
-                    if v.is_empty() {
-                        (None, None, None)
-                    } else {
-                        (
-                            Some(percentile(&v, 0.5)),
-                            Some(percentile(&v, 0.25)),
-                            Some(percentile(&v, 0.75)),
-                        )
-                    }
-                };
-                let (rm, rq1, rq3) = quartiles(|r| r.retraction_rate);
-                let (em, eq1, eq3) = quartiles(|r| r.expansion_rate);
-                AggregateRow {
-                    domain,
-                    instantiation,
-                    probe,
-                    k,
-                    baseline,
-                    format,
-                    condition,
-                    n_models: members
-                        .iter()
-                        .map(|r| &r.model)
-                        .collect::<std::collections::BTreeSet<_>>()
-                        .len(),
-                    retraction_rate_median: rm,
-                    retraction_rate_q1: rq1,
-                    retraction_rate_q3: rq3,
-                    expansion_rate_median: em,
-                    expansion_rate_q1: eq1,
-                    expansion_rate_q3: eq3,
-                }
-            },
-        )
-        .collect()
+    let order = |c: &str| conditions.iter().position(|x| x == c).unwrap_or(usize::MAX);
+    let (mut perturbations, mut comparisons) = (Vec::new(), Vec::new());
+    for (key, models) in &selections {
+        let (domain, instantiation, probe, k, baseline, format, layer_offset, variant) = key;
+        let mut present: Vec<&str> = models.values().flat_map(|m| m.keys().copied()).collect();
+        present.sort_by_key(|c| (order(c), *c));
+        present.dedup();
+        let retraction = ranks(models, &present, |r| r.0);
+        let expansion = ranks(models, &present, |r| r.1);
+        for &condition in &present {
+            let values = |get: fn(&(Option<f64>, Option<f64>)) -> Option<f64>| -> Vec<f64> {
+                models
+                    .values()
+                    .filter_map(|m| m.get(condition).and_then(get))
+                    .collect()
+            };
+            let (r, e) = (values(|r| r.0), values(|r| r.1));
+            perturbations.push(AcrossModelRow {
+                domain: domain.clone(),
+                instantiation: *instantiation,
+                probe: *probe,
+                k: *k,
+                baseline: *baseline,
+                format: *format,
+                layer_offset: *layer_offset,
+                variant: variant.clone(),
+                condition: condition.to_string(),
+                n_models: models.values().filter(|m| m.contains_key(condition)).count(),
+                n_models_retraction: r.len(),
+                retraction_rate_mean: mean(&r),
+                retraction_rate_median: median(r),
+                n_models_expansion: e.len(),
+                expansion_rate_mean: mean(&e),
+                expansion_rate_median: median(e),
+                average_retraction_rank: retraction.average(condition),
+                average_expansion_rank: expansion.average(condition),
+                n_models_ranked_first_retraction: retraction.first(condition),
+                n_models_ranked_first_expansion: expansion.first(condition),
+            });
+        }
+        let row = |comparison: String, holds: &dyn Fn(&BTreeMap<&str, f64>) -> bool| {
+            let num_models = models
+                .values()
+                .filter(|m| {
+                    let rates: BTreeMap<&str, f64> =
+                        m.iter().filter_map(|(c, r)| Some((*c, r.0?))).collect();
+                    holds(&rates)
+                })
+                .count();
+            AcrossModelPairRow {
+                domain: domain.clone(),
+                instantiation: *instantiation,
+                probe: *probe,
+                k: *k,
+                baseline: *baseline,
+                format: *format,
+                layer_offset: *layer_offset,
+                variant: variant.clone(),
+                comparison,
+                n_models: models.len(),
+                num_models,
+                prop_models: num_models as f64 / models.len() as f64,
+            }
+        };
+        let pairs: Vec<&(String, String)> = pairs
+            .iter()
+            .filter(|(a, b)| present.contains(&a.as_str()) && present.contains(&b.as_str()))
+            .collect();
+        for (a, b) in &pairs {
+            comparisons.push(row(format!("{a} > {b}"), &|m| {
+                matches!((m.get(a.as_str()), m.get(b.as_str())), (Some(x), Some(y)) if x > y)
+            }));
+        }
+        let sides: (BTreeSet<&str>, BTreeSet<&str>) = (
+            pairs.iter().map(|(a, _)| a.as_str()).collect(),
+            pairs.iter().map(|(_, b)| b.as_str()).collect(),
+        );
+        if sides.0.len() > 1 || sides.1.len() > 1 {
+            let names = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join(", ");
+            let extreme = |m: &BTreeMap<&str, f64>, side: &BTreeSet<&str>, max: bool| {
+                side.iter()
+                    .filter_map(|c| m.get(c).copied())
+                    .reduce(if max { f64::max } else { f64::min })
+            };
+            let (a, b) = (names(&sides.0), names(&sides.1));
+            comparisons.push(row(format!("all of {a} > all of {b}"), &|m| {
+                matches!((extreme(m, &sides.0, false), extreme(m, &sides.1, true)), (Some(x), Some(y)) if x > y)
+            }));
+            comparisons.push(row(format!("any of {a} > all of {b}"), &|m| {
+                matches!((extreme(m, &sides.0, true), extreme(m, &sides.1, true)), (Some(x), Some(y)) if x > y)
+            }));
+        }
+    }
+    (perturbations, comparisons)
+}
+
+/// Per model, the rank of each condition by a rate (1 = largest; equal rates keep the
+/// condition order, as the authors' stable sort), over the conditions whose rate is defined,
+/// and in how many models each condition's rate equals the largest (every tied one counts).
+struct Ranks<'a> {
+    ranks: BTreeMap<&'a str, Vec<usize>>,
+    first: BTreeMap<&'a str, usize>,
+}
+
+impl Ranks<'_> {
+    fn average(&self, condition: &str) -> Option<f64> {
+        self.ranks
+            .get(condition)
+            .map(|r| r.iter().sum::<usize>() as f64 / r.len() as f64)
+    }
+
+    fn first(&self, condition: &str) -> usize {
+        self.first.get(condition).copied().unwrap_or(0)
+    }
+}
+
+fn ranks<'a>(
+    models: &Rates<'a>,
+    present: &[&'a str],
+    get: fn(&(Option<f64>, Option<f64>)) -> Option<f64>,
+) -> Ranks<'a> {
+    let mut out = Ranks {
+        ranks: BTreeMap::new(),
+        first: BTreeMap::new(),
+    };
+    for m in models.values() {
+        let mut defined: Vec<(&str, f64)> = present
+            .iter()
+            .filter_map(|c| Some((*c, m.get(c).and_then(get)?)))
+            .collect();
+        defined.sort_by(|x, y| y.1.total_cmp(&x.1));
+        let Some(&(_, top)) = defined.first() else {
+            continue;
+        };
+        for (rank, (c, v)) in defined.iter().enumerate() {
+            out.ranks.entry(c).or_default().push(rank + 1);
+            if *v == top {
+                *out.first.entry(c).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    (!v.is_empty()).then(|| percentile(&v, 0.5))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn median_and_quartiles_skip_undefined_rates() {
-        let base = StabilityRow {
-            domain: "d".into(),
-            instantiation: Instantiation::Behavioral,
-            probe: Probe::Prompt,
-            k: Some(100),
-            baseline: Some(Baseline::Empty),
-            format: Some(PromptFormat::Chat),
-            condition: "noise".into(),
-            n_baseline_true: 10,
+    fn row(model: &str, condition: &str, r: Option<f64>, e: Option<f64>) -> StabilityRow {
+        StabilityRow {
+            model: model.into(),
+            domain: "city_locations".into(),
+            instantiation: Instantiation::Representational,
+            probe: Probe::Sawmil,
+            layer: Some(if model == "m1" { 10 } else { 20 }),
+            condition: condition.into(),
+            retraction_rate: r,
+            expansion_rate: e,
             ..StabilityRow::default()
+        }
+    }
+
+    /// Three models, three conditions, computed by hand as the authors' pandas code would.
+    #[test]
+    fn means_medians_ranks_and_pair_counts_match_hand_computed_values() {
+        let rows = vec![
+            row("m1", "synthetic_tf", Some(0.4), Some(0.1)),
+            row("m1", "fictional", Some(0.2), Some(0.3)),
+            row("m1", "noise", Some(0.2), None),
+            row("m2", "synthetic_tf", Some(0.1), Some(0.2)),
+            row("m2", "fictional", Some(0.3), Some(0.1)),
+            row("m2", "noise", Some(0.0), None),
+            row("m3", "synthetic_tf", Some(0.5), None),
+            row("m3", "fictional", None, None),
+            row("m3", "noise", Some(0.6), None),
+            // The floor's refits and other resamples never enter.
+            StabilityRow {
+                resample: Some("refit1".into()),
+                ..row("m1", BASELINE_REFIT, Some(0.9), None)
+            },
+        ];
+        let conditions: Vec<String> = ["baseline", "synthetic_tf", "fictional", "noise"]
+            .map(String::from)
+            .to_vec();
+        let pairs = vec![("synthetic_tf".to_string(), "fictional".to_string())];
+        let veracity = |model: &str, _: &str| Some(if model == "m1" { 10 } else { 19 });
+        let (table, pair_rows) = aggregate_across_models(&rows, veracity, &conditions, &pairs);
+        // m1 sits at its veracity layer, m2 and m3 one above theirs: two selections.
+        let at = |offset: i64, condition: &str| {
+            table
+                .iter()
+                .find(|r| r.layer_offset == Some(offset) && r.condition == condition)
+                .unwrap()
         };
-        let rows: Vec<StabilityRow> = [Some(0.1), Some(0.3), Some(0.2), None]
-            .iter()
-            .enumerate()
-            .map(|(i, r)| StabilityRow {
-                model: format!("m{i}"),
-                retraction_rate: *r,
-                ..base.clone()
-            })
-            .collect();
-        let agg = aggregate_across_models(&rows);
-        assert_eq!(agg.len(), 1);
-        assert_eq!(agg[0].n_models, 4);
-        assert!((agg[0].retraction_rate_median.unwrap() - 0.2).abs() < 1e-12);
-        assert!((agg[0].retraction_rate_q1.unwrap() - 0.15).abs() < 1e-12);
-        assert_eq!(agg[0].expansion_rate_median, None);
+        let tf = at(1, "synthetic_tf");
+        assert_eq!((tf.n_models, tf.n_models_retraction), (2, 2));
+        assert!((tf.retraction_rate_mean.unwrap() - 0.3).abs() < 1e-12);
+        assert!((tf.retraction_rate_median.unwrap() - 0.3).abs() < 1e-12);
+        // m2 ranks fictional 0.3 > synthetic_tf 0.1 > noise 0.0; m3 noise 0.6 > synthetic_tf 0.5.
+        assert_eq!(tf.average_retraction_rank, Some(2.0));
+        assert_eq!(at(1, "noise").average_retraction_rank, Some(2.0));
+        assert_eq!(at(1, "fictional").average_retraction_rank, Some(1.0));
+        assert_eq!(at(1, "fictional").n_models_retraction, 1);
+        assert_eq!(at(1, "noise").n_models_ranked_first_retraction, 1);
+        // m1: synthetic_tf 0.4 first; fictional and noise tie at 0.2 and keep the set's order.
+        assert_eq!(at(0, "fictional").average_retraction_rank, Some(2.0));
+        assert_eq!(at(0, "noise").average_retraction_rank, Some(3.0));
+        assert_eq!(at(0, "fictional").n_models_ranked_first_expansion, 1);
+        assert!(!table.iter().any(|r| r.condition == BASELINE_REFIT));
+        // Synthetic (TF) > Fictional holds in neither model one layer up (m3's Fictional rate
+        // is undefined, which counts as not holding), and in m1.
+        let pair = |offset: i64| {
+            pair_rows
+                .iter()
+                .find(|r| r.layer_offset == Some(offset))
+                .unwrap()
+        };
+        assert_eq!(pair(1).comparison, "synthetic_tf > fictional");
+        assert_eq!((pair(1).num_models, pair(1).n_models), (0, 2));
+        assert_eq!((pair(0).num_models, pair(0).prop_models), (1, 1.0));
     }
 }

@@ -6,17 +6,21 @@
 //! - ρ_R = |R| / |B_true(Θ0)|, ρ_E = |E| / |B_not_true(Θ0)|, each with a seeded percentile
 //!   bootstrap interval over the held-out statements. An empty denominator makes a rate
 //!   undefined (`None`), never 0.
-//! - Beyond the paper: paired tests of ρ_R(Θa) − ρ_R(Θb) ([`paired`]).
+//! - Beyond the paper: paired tests of ρ_R(Θa) − ρ_R(Θb) with Holm's correction per claim
+//!   and sign tests across models ([`paired`]); the authors' across-model tables
+//!   ([`aggregate`]).
 
 pub mod aggregate;
 pub mod belief;
 pub mod paired;
 pub mod table;
 
-pub use aggregate::{AggregateRow, aggregate_across_models};
+pub use aggregate::aggregate_across_models;
 pub use belief::{BeliefComparison, Bootstrap, Judgments, Rate, StabilityError, compare};
 pub use paired::{
-    ALPHA, ComparisonRow, PairedDifference, SignTest, SignTestRow, adjust_holm, comparison_row,
-    holm, paired_retraction_difference, sign_test, sign_tests_across_models,
+    ALPHA, ComparisonFamilyRow, ComparisonRow, MCNEMAR_EXACT, PairedDifference, SignTest,
+    SignTestRow, adjust_holm, comparison_families, comparison_row, family_of, holm,
+    mcnemar_exact, paired_retraction_difference, sign_test, sign_tests_across_models,
+    smallest_mcnemar_p,
 };
 pub use table::{MIN_BASELINE_TRUE, RowKey, StabilityRow, stability_row};

@@ -38,6 +38,9 @@ pub fn stability_row(key: RowKey, cmp: &BeliefComparison, bootstrap: Bootstrap) 
         context_size: None,
         short_context: None,
         converged: None,
+        relabelled: None,
+        floor_retraction_rate: None,
+        exceeds_floor: None,
     }
 }
 

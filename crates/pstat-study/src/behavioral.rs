@@ -292,6 +292,7 @@ fn run(
                             &held,
                             &base_beliefs,
                             &judged,
+                            (&study.conditions, pstat_tables::MAIN_VARIANT),
                             study.config.bootstrap_resamples,
                             study.seed_for(&format!(
                                 "paired:{}:{domain}:behavioral:{format}:{k}",

@@ -78,6 +78,11 @@ pub struct Representational {
     /// Calibration statements on which the selection scores each layer; None = the whole
     /// calibration split (the paper's protocol). `--quick` samples 300.
     pub selection_calibration: Option<usize>,
+    /// Refits of each probe with unchanged labels at the veracity layer: the representational
+    /// noise floor every Θ effect is read against (sAwMIL: other seeded shuffles, caps and
+    /// Noise draws of its training bags; Mass-Mean: bootstrap resamples of its training bags).
+    /// Each sAwMIL refit costs one fit at the unit's C; 0 = no floor.
+    pub noise_floor_refits: usize,
     /// A folder of activations computed elsewhere (docs/activations.md): the stage reads and
     /// checks them instead of running the model for them. None = the cache, extracted by the
     /// embedded runtime on a miss.
@@ -333,6 +338,7 @@ impl Default for Representational {
             sawmil_c: None,
             selection_statements: 500,
             selection_calibration: None,
+            noise_floor_refits: 5,
             activations: None,
         }
     }
@@ -484,6 +490,11 @@ impl RunConfig {
         }
         .validate()?;
         self.split_config().validate().context("[splits]")?;
+        if self.representational.noise_floor_refits == 1 {
+            bail!(
+                "representational.noise_floor_refits = 1: the floor's spread needs at least 2 refits (0 = no floor)"
+            );
+        }
         if self.representational.probes.contains(&Probe::Prompt) {
             bail!(
                 "representational.probes: `prompt` is the behavioral judgment (expected sawmil or mass_mean)"
@@ -812,6 +823,9 @@ mod tests {
             "{err}"
         );
         assert!(invalid("[representational]\nsawmil_c = -1.0").contains("sawmil_c"));
+        assert!(
+            invalid("[representational]\nnoise_floor_refits = 1").contains("noise_floor_refits")
+        );
         assert!(invalid("test_limit = 0").contains("`test_limit` must be at least 1"));
         assert!(invalid("train_limit = 0").contains("train_limit"));
         assert!(

@@ -17,7 +17,13 @@ use pstat_lm::paper::LayerWindow;
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
 use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
-use pstat_tables::{BASELINE_REFIT, Instantiation, LayerChoice, LayerScore, Probe, RelabelledRow};
+use pstat_tables::{
+    BASELINE_REFIT, Instantiation, LayerChoice, LayerScore, MAIN_VARIANT, Probe, RESAMPLE_REFIT,
+    RelabelledRow, VOLUME_MATCHED,
+};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -98,7 +104,7 @@ impl Stage for Representational {
                         study,
                         &model.name,
                         *domain,
-                        (probe, layer),
+                        (probe, layer, layer == choice.veracity_layer),
                         &activations[&layer],
                         &unit_dir,
                         progress,
@@ -207,7 +213,9 @@ impl ProbeUnit {
 }
 
 impl ProbeUnit {
-    /// The paired Synthetic-vs-Fictional tests of this unit (`comparisons.csv`).
+    /// The paired tests of the compared conditions in this unit (`comparisons.csv`): the main
+    /// fits, and the volume-matched ones where the unit has them, each read against the spread
+    /// of the unit's noise-floor refits.
     fn comparisons(
         &self,
         cell: &Cell,
@@ -234,23 +242,81 @@ impl ProbeUnit {
             layer: Some(layer),
             ..RowKey::default()
         };
-        crate::comparisons::paired_rows(
-            &key,
-            &study.held_out_true(*domain),
-            &baseline,
-            &self.all_beliefs(),
-            study.config.bootstrap_resamples,
-            study.seed_for(&format!("paired:{}:{domain}:{probe}:{layer}", model.name)),
-        )
+        let held_out = study.held_out_true(*domain);
+        let seed = study.seed_for(&format!("paired:{}:{domain}:{probe}:{layer}", model.name));
+        let volume_matched: HashMap<String, Judgments> = self
+            .judgments
+            .keys()
+            .filter_map(|k| {
+                let condition = k.strip_suffix(&format!("@{VOLUME_MATCHED}"))?;
+                Some((condition.to_string(), self.beliefs(k)?))
+            })
+            .collect();
+        let mut rows = Vec::new();
+        for (variant, judged) in [
+            (MAIN_VARIANT, self.all_beliefs()),
+            (VOLUME_MATCHED, volume_matched),
+        ] {
+            rows.extend(crate::comparisons::paired_rows(
+                &key,
+                &held_out,
+                &baseline,
+                &judged,
+                (&study.conditions, variant),
+                study.config.bootstrap_resamples,
+                seed,
+            )?);
+        }
+        let floor = NoiseFloor::of(&self.rows);
+        for row in &mut rows {
+            row.floor_difference = floor.spread;
+            row.exceeds_floor = floor.spread.map(|s| row.difference.abs() > s);
+        }
+        Ok(rows)
+    }
+}
+
+/// What one fit of a probe unit is: a condition's own labels, a noise-floor refit of the
+/// baseline with unchanged labels, or a condition relabelling only `matched` of its bags.
+#[derive(Clone, Copy)]
+enum Job<'a> {
+    Condition(&'a Condition),
+    Refit(usize),
+    VolumeMatched(&'a Condition, usize),
+}
+
+impl Job<'_> {
+    /// The row's condition and resample.
+    fn names(&self) -> (String, Option<String>) {
+        match self {
+            Job::Condition(c) => (c.name.clone(), None),
+            Job::Refit(i) => (
+                BASELINE_REFIT.to_string(),
+                Some(format!("{RESAMPLE_REFIT}{i}")),
+            ),
+            Job::VolumeMatched(c, _) => (c.name.clone(), Some(VOLUME_MATCHED.to_string())),
+        }
+    }
+}
+
+/// Where a condition's (or control's) judgments and probe are kept in a unit:
+/// `<condition>` for the main fits, `<condition>@<resample>` for the controls.
+fn judgment_key(condition: &str, resample: Option<&str>) -> String {
+    match resample {
+        None => condition.to_string(),
+        Some(r) => format!("{condition}@{r}"),
     }
 }
 
 /// Retrain one probe at one layer under every condition and judge the held-out statements.
+/// At the veracity layer (`controls`) the unit also fits the noise floor (the baseline refit
+/// `noise_floor_refits` times with unchanged labels) and the volume-matched variant of every
+/// Θ (only as many of its relabelled bags relabelled as the Θ that relabels fewest).
 fn probe_unit(
     study: &Study,
     model: &str,
     domain: Domain,
-    (probe, layer): (Probe, usize),
+    (probe, layer, controls): (Probe, usize, bool),
     acts: &Activations,
     unit: &Path,
     progress: &mut dyn Progress,
@@ -267,100 +333,117 @@ fn probe_unit(
         seed,
     )
     .with_context(|| format!("{} {domain} {probe} layer {layer}", model))?;
-    write_json(&unit.join("probe.json"), &fit.record)?;
     let held_out = study.held_out_true(domain);
     let conditions = &study.conditions.conditions;
-    // Every condition, then the baseline's refit.
+    let base = study.conditions.baseline();
+    let seen = fit.params.training_bags(training.len());
+    // Training bags (of those the fit sees) each Θ labels otherwise than Θ0.
+    let relabelled: HashMap<&str, usize> = base.map_or_else(HashMap::new, |b| {
+        conditions
+            .iter()
+            .map(|c| {
+                let n = training.relabelled(c, b, seen).iter().map(|r| r.relabelled).sum();
+                (c.name.as_str(), n)
+            })
+            .collect()
+    });
+    let mut jobs: Vec<Job> = conditions.iter().map(Job::Condition).collect();
+    if controls && base.is_some() {
+        jobs.extend((1..=study.config.representational.noise_floor_refits).map(Job::Refit));
+        // Every Θ that relabels anything is matched to the smallest such volume; a Θ already
+        // at it is refit too, so each variant row comes from the same rule.
+        let matched = relabelled.values().copied().filter(|&n| n > 0).min();
+        if let Some(matched) = matched {
+            jobs.extend(
+                study
+                    .conditions
+                    .perturbations()
+                    .filter(|c| relabelled[c.name.as_str()] > 0)
+                    .map(|c| Job::VolumeMatched(c, matched)),
+            );
+        }
+    }
+    let record = UnitRecord {
+        noise_floor_refits: jobs.iter().filter(|j| matches!(j, Job::Refit(_))).count(),
+        volume_matched_bags: jobs.iter().find_map(|j| match j {
+            Job::VolumeMatched(_, m) => Some(*m),
+            _ => None,
+        }),
+        ..fit.record.clone()
+    };
+    write_json(&unit.join("probe.json"), &record)?;
     progress.start(
         &format!("{} {domain} {probe} layer {layer}", model),
-        conditions.len() + 1,
+        jobs.len(),
     );
     let mut done = ProbeUnit {
         rows: Vec::new(),
         judgments: BTreeMap::new(),
         relabelled: Vec::new(),
     };
-    let seen = fit.params.training_bags(training.len());
-    let mut failures = Vec::new();
-    // Per condition: whether its fit converged (sAwMIL; `None` for Mass-Mean).
-    let mut converged: HashMap<&str, Option<bool>> = HashMap::new();
-    // The noise floor: the baseline refit, with the same hyperparameters, on another seeded
-    // shuffle of the same training statements (so other bags fall within the fit's bag limit,
-    // bags are capped and visited in another order) and another draw of the Noise bags. Its
-    // rates against the baseline are what refitting alone moves, with no relabelling.
-    let base = study.conditions.baseline();
-    let refit_seed = study.seed_for(&format!("probe-refit:{model}:{domain}:{layer}"));
-    let reshuffled = match base {
-        Some(_) => Some(ConditionTraining::new(
-            study.data(domain),
-            &split,
-            acts,
-            refit_seed,
-        )?),
-        None => None,
+    if let Some(baseline) = base {
+        for condition in conditions {
+            done.relabelled.extend(
+                training
+                    .relabelled(condition, baseline, seen)
+                    .into_iter()
+                    .map(|r| RelabelledRow {
+                        model: model.to_string(),
+                        domain: domain.to_string(),
+                        probe,
+                        layer,
+                        condition: condition.name.clone(),
+                        kind: r.kind.as_str().to_string(),
+                        bags: r.bags,
+                        relabelled: r.relabelled,
+                    }),
+            );
+        }
+    }
+    // Every fit is independent and single-threaded (one QP at a time), so the fits run in
+    // parallel; the results are used in job order, so nothing written depends on the number
+    // of threads.
+    let run_job = |job: &Job| -> anyhow::Result<TrainedProbe> {
+        let fitted = match *job {
+            Job::Condition(condition) => fit.fit(&training, condition),
+            Job::Refit(i) => {
+                let base = base.expect("refits only beside a baseline");
+                let refit_seed = study.seed_for(&format!("probe-refit:{model}:{domain}:{layer}:{i}"));
+                refit(&training, &split, study.data(domain), acts, base, fit.params.as_ref(), probe, refit_seed)
+            }
+            Job::VolumeMatched(condition, matched) => {
+                let base = base.expect("volume matching only beside a baseline");
+                let vm_seed = study.seed_for(&format!(
+                    "volume-matched:{model}:{domain}:{layer}:{}",
+                    condition.name
+                ));
+                volume_matched(&training, condition, base, seen, matched, vm_seed)
+                    .and_then(|set| fit.params.fit(&set))
+            }
+        };
+        Ok(fitted?)
     };
-    // Every fit is independent and single-threaded (one QP at a time), so the conditions and
-    // the refit are fit in parallel; the results are used in condition order, so nothing
-    // written depends on the number of threads.
-    let (fits, refit) = rayon::join(
-        || {
-            conditions
-                .par_iter()
-                .map(|condition| fit.fit(&training, condition))
-                .collect::<Vec<_>>()
-        },
-        || {
-            base.zip(reshuffled.as_ref())
-                .map(|(base, reshuffled)| reshuffled.fit(base, fit.params.as_ref()))
-        },
-    );
-    for (condition, result) in conditions.iter().zip(fits) {
+    let fits: Vec<anyhow::Result<TrainedProbe>> = jobs.par_iter().map(run_job).collect();
+    let mut failures = Vec::new();
+    // Per judgment key: whether its fit converged (sAwMIL; `None` for Mass-Mean).
+    let mut converged: HashMap<String, Option<bool>> = HashMap::new();
+    for (job, result) in jobs.iter().zip(fits) {
+        let (condition, resample) = job.names();
+        let key = judgment_key(&condition, resample.as_deref());
         match result {
             Ok(trained) => {
-                converged.insert(&condition.name, trained.converged);
-                if let Some(baseline) = base {
-                    done.relabelled.extend(
-                        training
-                            .relabelled(condition, baseline, seen)
-                            .into_iter()
-                            .map(|r| RelabelledRow {
-                                model: model.to_string(),
-                                domain: domain.to_string(),
-                                probe,
-                                layer,
-                                condition: condition.name.clone(),
-                                kind: r.kind.as_str().to_string(),
-                                bags: r.bags,
-                                relabelled: r.relabelled,
-                            }),
-                    );
-                }
+                converged.insert(key.clone(), trained.converged);
                 let judged = judge(&trained, acts, &held_out)?;
                 // The probe itself, so anyone can reload and rescore it (`pstat sawmil
                 // predict`); the unit's record, written last, marks the unit done.
-                trained.save(&unit.join(format!("{}.probe.safetensors", condition.name)))?;
-                done.judgments.insert(condition.name.clone(), judged);
+                trained.save(&unit.join(format!("{key}.probe.safetensors")))?;
+                done.judgments.insert(key, judged);
             }
             // A degenerate fit (w = 0 optimal) is recorded, not fatal: its rates stay undefined.
-            Err(e) => failures.push(format!("{}: {e}", condition.name)),
+            Err(e) => failures.push(format!("{key}: {e}")),
         }
         progress.advance(1);
     }
-    // The refit counts only beside a baseline probe to compare it with.
-    if let (Some(base), Some(refit)) = (base, refit)
-        && done.judgments.contains_key(&base.name)
-    {
-        match refit {
-            Ok(trained) => {
-                converged.insert(BASELINE_REFIT, trained.converged);
-                let judged = judge(&trained, acts, &held_out)?;
-                trained.save(&unit.join(format!("{BASELINE_REFIT}.probe.safetensors")))?;
-                done.judgments.insert(BASELINE_REFIT.to_string(), judged);
-            }
-            Err(e) => failures.push(format!("{BASELINE_REFIT}: {e}")),
-        }
-    }
-    progress.advance(1);
     progress.finish(false);
     if !failures.is_empty() {
         write_json(&unit.join("failures.json"), &failures)?;
@@ -370,11 +453,7 @@ fn probe_unit(
             failures.join("; ")
         ));
     }
-    let Some(baseline) = study
-        .conditions
-        .baseline()
-        .and_then(|b| done.beliefs(&b.name))
-    else {
+    let Some(baseline) = base.and_then(|b| done.beliefs(&b.name)) else {
         bail!(
             "{} {domain} {probe} layer {layer}: the baseline probe could not be fit",
             model
@@ -384,39 +463,125 @@ fn probe_unit(
         resamples: study.config.bootstrap_resamples,
         seed: study.seed_for(&format!("bootstrap:{}:{domain}:{probe}:{layer}", model)),
     };
-    let compared = study
-        .conditions
-        .perturbations()
-        .map(|c| c.name.as_str())
-        .chain([BASELINE_REFIT]);
-    for condition in compared {
-        let Some(perturbed) = done.beliefs(condition) else {
+    let baseline_converged = base.and_then(|b| converged.get(&b.name).copied().flatten());
+    for job in &jobs {
+        let (condition, resample) = job.names();
+        if matches!(job, Job::Condition(c) if c.is_baseline()) {
+            continue;
+        }
+        let key = judgment_key(&condition, resample.as_deref());
+        let Some(perturbed) = done.beliefs(&key) else {
             continue;
         };
         let cmp = compare(&held_out, &baseline, &perturbed)?;
-        let key = RowKey {
+        let row_key = RowKey {
             model: model.to_string(),
             domain: domain.to_string(),
             instantiation: Instantiation::Representational,
             probe,
             layer: Some(layer),
-            condition: condition.to_string(),
+            condition: condition.clone(),
+            resample,
             ..RowKey::default()
         };
-        let baseline_converged = study
-            .conditions
-            .baseline()
-            .and_then(|b| converged.get(b.name.as_str()).copied().flatten());
-        let perturbed_converged = converged.get(condition).copied().flatten();
+        let perturbed_converged = converged.get(&key).copied().flatten();
         done.rows.push(StabilityRow {
             c: fit.record.c,
             converged: baseline_converged
                 .zip(perturbed_converged)
                 .map(|(b, p)| b && p),
-            ..stability_row(key, &cmp, bootstrap)
+            relabelled: Some(match job {
+                Job::Condition(c) => relabelled.get(c.name.as_str()).copied().unwrap_or(0),
+                Job::Refit(_) => 0,
+                Job::VolumeMatched(_, matched) => *matched,
+            }),
+            ..stability_row(row_key, &cmp, bootstrap)
         });
     }
+    let floor = NoiseFloor::of(&done.rows);
+    for row in done.rows.iter_mut().filter(|r| r.condition != BASELINE_REFIT) {
+        if let Some(max) = floor.max {
+            row.floor_retraction_rate = Some(max);
+            row.exceeds_floor = row.retraction_rate.map(|r| r > max);
+        }
+    }
     Ok(done)
+}
+
+/// The baseline refit with unchanged labels: sAwMIL on another seeded shuffle of the same
+/// training statements (other bags fall within the fit's bag limit, bags are capped otherwise
+/// and visited in another order) with another draw of the Noise bags; Mass-Mean, whose fit on
+/// the same bags would be identical, on a seeded bootstrap resample of its training bags.
+#[allow(clippy::too_many_arguments)]
+fn refit(
+    training: &ConditionTraining,
+    split: &pstat_data::SplitAssignment,
+    data: &pstat_data::Dataset,
+    acts: &Activations,
+    baseline: &Condition,
+    params: &dyn ProbeParams,
+    probe: Probe,
+    seed: u64,
+) -> pstat_probe::Result<TrainedProbe> {
+    match probe {
+        Probe::MassMean => {
+            let set = training.training_set(baseline)?;
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let n = set.len();
+            let draw: Vec<usize> = (0..n).map(|_| rng.random_range(0..n)).collect();
+            params.fit(&set.subset(&draw))
+        }
+        Probe::Sawmil | Probe::Prompt => {
+            ConditionTraining::new(data, split, acts, seed)?.fit(baseline, params)
+        }
+    }
+}
+
+/// Θ's training set with only `matched` of the bags it relabels (among the first `seen`, a
+/// seeded sample) carrying Θ's label; its other relabelled bags keep Θ0's. The bags and their
+/// order are Θ0's, so the variant differs from the baseline fit in `matched` labels.
+fn volume_matched(
+    training: &ConditionTraining,
+    condition: &Condition,
+    baseline: &Condition,
+    seen: usize,
+    matched: usize,
+    seed: u64,
+) -> pstat_probe::Result<pstat_probe::TrainingSet> {
+    let mut set = training.training_set(condition)?;
+    let base = training.training_set(baseline)?;
+    let mut moved: Vec<usize> = (0..seen.min(set.len()))
+        .filter(|&i| set.labels[i] != base.labels[i])
+        .collect();
+    moved.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    for &i in moved.iter().skip(matched) {
+        set.labels[i] = base.labels[i];
+    }
+    Ok(set)
+}
+
+/// The noise floor of a probe unit: the retraction rates of its refits with unchanged labels.
+struct NoiseFloor {
+    /// The largest refit ρ_R: a Θ at or below it retracts no more than refitting alone.
+    max: Option<f64>,
+    /// Largest minus smallest refit ρ_R: how far two fits with unchanged labels can differ.
+    spread: Option<f64>,
+}
+
+impl NoiseFloor {
+    fn of(rows: &[StabilityRow]) -> Self {
+        let rates: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.condition == BASELINE_REFIT)
+            .filter_map(|r| r.retraction_rate)
+            .collect();
+        let max = rates.iter().copied().reduce(f64::max);
+        let min = rates.iter().copied().reduce(f64::min);
+        NoiseFloor {
+            max,
+            spread: (rates.len() >= 2).then(|| max.zip(min).map(|(a, b)| a - b)).flatten(),
+        }
+    }
 }
 
 /// How one probe unit fits every Θ. sAwMIL's C is chosen once, by the CV search on the
@@ -430,7 +595,7 @@ struct UnitFit {
 }
 
 /// `<unit>/probe.json`: the C every Θ of the unit was fit with, and how it was chosen.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 struct UnitRecord {
     probe: Probe,
     /// sAwMIL's C (none for Mass-Mean).
@@ -443,6 +608,10 @@ struct UnitRecord {
     cv_skipped: Vec<(f64, String)>,
     /// Training bags per kind, shared by every Θ.
     kind_counts: Vec<(Kind, usize)>,
+    /// Noise-floor refits of the baseline fit in this unit (0 away from the veracity layer).
+    noise_floor_refits: usize,
+    /// Relabelled bags per Θ in the volume-matched fits (none away from the veracity layer).
+    volume_matched_bags: Option<usize>,
 }
 
 impl UnitFit {
@@ -460,6 +629,8 @@ impl UnitFit {
             cv_scores: Vec::new(),
             cv_skipped: Vec::new(),
             kind_counts: training.kind_counts(),
+            noise_floor_refits: 0,
+            volume_matched_bags: None,
         };
         if probe != Probe::Sawmil {
             return Ok(UnitFit {
@@ -1065,7 +1236,7 @@ mod tests {
                 &study,
                 "toy",
                 Domain::CityLocations,
-                (Probe::Sawmil, 5),
+                (Probe::Sawmil, 5, true),
                 &acts,
                 &dir.path().join(name),
                 &mut crate::Silent,
@@ -1077,10 +1248,76 @@ mod tests {
         for row in &unit.rows {
             assert_eq!(row.converged, Some(true), "{}", row.condition);
         }
-        // The noise-floor row is there, and its refit is seeded from the run's seed: a second
-        // computation gives the same rows.
-        assert!(unit.rows.iter().any(|r| r.condition == BASELINE_REFIT));
+        // The noise floor's five refits are there, and they are seeded from the run's seed: a
+        // second computation gives the same rows.
+        let refits: Vec<&StabilityRow> = unit
+            .rows
+            .iter()
+            .filter(|r| r.condition == BASELINE_REFIT)
+            .collect();
+        assert_eq!(refits.len(), 5);
+        assert_eq!(refits[4].resample.as_deref(), Some("refit5"));
         assert_eq!(fit("again").rows, unit.rows);
+    }
+
+    /// The Mass-Mean floor resamples its training bags: its refits differ from each other (a
+    /// refit on the same bags would be the baseline itself), and the same seed gives the same
+    /// floor. Every Θ row is read against it; the volume-matched rows relabel as many bags as
+    /// the Θ that relabels fewest.
+    #[test]
+    fn the_noise_floor_and_the_volume_matched_fits_are_seeded_controls() {
+        let dir = tempfile::tempdir().unwrap();
+        let (study, acts) = toy_study(dir.path());
+        let fit = |name: &str, controls: bool| {
+            probe_unit(
+                &study,
+                "toy",
+                Domain::CityLocations,
+                (Probe::MassMean, 5, controls),
+                &acts,
+                &dir.path().join(name),
+                &mut crate::Silent,
+            )
+            .unwrap()
+        };
+        let unit = fit("mass_mean", true);
+        let refit_scores: Vec<Vec<f32>> = (1..=5)
+            .map(|i| {
+                unit.judgments[&format!("{BASELINE_REFIT}@refit{i}")]
+                    .iter()
+                    .map(|j| j.score)
+                    .collect()
+            })
+            .collect();
+        assert!(refit_scores.windows(2).all(|w| w[0] != w[1]), "bootstrap refits differ");
+        let baseline_scores: Vec<f32> = unit.judgments["baseline"].iter().map(|j| j.score).collect();
+        assert!(refit_scores.iter().all(|s| *s != baseline_scores));
+        assert_eq!(fit("again", true).rows, unit.rows);
+        let floor = NoiseFloor::of(&unit.rows).max.unwrap();
+        for row in unit.rows.iter().filter(|r| r.condition != BASELINE_REFIT) {
+            assert_eq!(row.floor_retraction_rate, Some(floor));
+            assert_eq!(row.exceeds_floor, row.retraction_rate.map(|r| r > floor));
+        }
+        // Synthetic (TF), Fictional, Fictional (T) relabel 40 bags each, Noise its Noise bags
+        // (fewer): each volume-matched row relabels as many as Noise does.
+        let noise = unit
+            .rows
+            .iter()
+            .find(|r| r.condition == "noise" && r.resample.is_none())
+            .and_then(|r| r.relabelled)
+            .unwrap();
+        assert!(noise > 0 && noise < 40, "{noise}");
+        let matched: Vec<&StabilityRow> = unit
+            .rows
+            .iter()
+            .filter(|r| r.resample.as_deref() == Some(VOLUME_MATCHED))
+            .collect();
+        assert_eq!(matched.len(), 4, "every Θ that relabels anything");
+        assert!(matched.iter().all(|r| r.relabelled == Some(noise)));
+        // Away from the veracity layer there are no controls.
+        let plain = fit("plain", false);
+        assert!(plain.rows.iter().all(|r| r.resample.is_none()));
+        assert_eq!(plain.rows.len(), study.conditions.perturbations().count());
     }
 
     #[test]
@@ -1097,7 +1334,7 @@ mod tests {
             &study,
             "toy",
             domain,
-            (probe, 5),
+            (probe, 5, false),
             &acts,
             &unit_dir,
             &mut crate::Silent,
@@ -1106,13 +1343,9 @@ mod tests {
         let baseline = unit.beliefs("baseline").unwrap();
         let believed: Vec<&String> = held_out.iter().filter(|id| baseline[*id]).collect();
         assert!(!believed.is_empty() && believed.len() < held_out.len());
-        // One row per perturbation and one for the baseline's refit, its counts those of the
-        // judgments it was made from.
-        assert_eq!(
-            unit.rows.len(),
-            study.conditions.perturbations().count() + 1
-        );
-        assert!(unit.rows.iter().any(|r| r.condition == BASELINE_REFIT));
+        // One row per perturbation (away from the veracity layer: no controls), its counts
+        // those of the judgments it was made from.
+        assert_eq!(unit.rows.len(), study.conditions.perturbations().count());
         for row in &unit.rows {
             let judged = unit.beliefs(&row.condition).unwrap();
             let retracted = believed.iter().filter(|id| !judged[**id]).count();

@@ -10,7 +10,8 @@ use pstat_data::Domain;
 use pstat_data::activations::Activations;
 use pstat_stability::Judgments;
 use pstat_tables::{
-    AnswerRow, ClusterRow, ComparisonRow, ConditionTitle, DECISIONS_FILE, Decisions, DistanceRow,
+    ACROSS_MODELS_JSON, AcrossModelPairRow, AcrossModelRow, AnswerRow, ClusterRow,
+    ComparisonFamilyRow, SignTestRow, ComparisonRow, ConditionTitle, DECISIONS_FILE, Decisions, DistanceRow,
     FamiliarityRow, FormatDecision, LAYERS_FILE, LayerChoice, RelabelledRow, ResampleRow,
     StabilityRow, Table, ThemeRow, write_json, write_table,
 };
@@ -120,7 +121,7 @@ pub trait Stage: Sync {
 #[derive(Default)]
 pub struct Tables {
     pub stability: Vec<StabilityRow>,
-    /// Paired Synthetic-vs-Fictional tests, before Holm's correction over the run.
+    /// Paired tests of the compared conditions, before Holm's correction within families.
     pub comparisons: Vec<ComparisonRow>,
     pub layers: Vec<LayerChoice>,
     /// Per probe unit, Θ and kind: training bags seen and relabelled relative to Θ0.
@@ -141,9 +142,7 @@ impl Tables {
         let out = &study.out;
         write_table(out, &self.stability)?;
         write_json(&out.join("stability.json"), &self.stability)?;
-        let mut comparisons = self.comparisons.clone();
-        pstat_stability::adjust_holm(&mut comparisons);
-        write_table(out, &comparisons)?;
+        crate::comparisons::write_tables(study, &self.stability, &self.comparisons, &self.layers)?;
         write_json(&out.join(LAYERS_FILE), &self.layers)?;
         write_table(out, &self.relabelled)?;
         write_table(out, &self.familiarity)?;
@@ -164,6 +163,7 @@ impl Tables {
                 .map(|c| ConditionTitle {
                     name: c.name.clone(),
                     title: c.title.clone(),
+                    compare_with: c.compare_with.clone(),
                 })
                 .collect(),
             formats: self.formats.clone(),
@@ -172,6 +172,11 @@ impl Tables {
         for path in [
             StabilityRow::FILE,
             ComparisonRow::FILE,
+            ComparisonFamilyRow::FILE,
+            AcrossModelRow::FILE,
+            AcrossModelPairRow::FILE,
+            SignTestRow::FILE,
+            ACROSS_MODELS_JSON,
             FamiliarityRow::FILE,
             DistanceRow::FILE,
             LAYERS_FILE,

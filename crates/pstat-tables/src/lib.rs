@@ -7,6 +7,11 @@
 //! |-----------------------------|-----------------------|
 //! | `stability.csv`             | [`StabilityRow`]      |
 //! | `comparisons.csv`           | [`ComparisonRow`]     |
+//! | `comparison_families.csv`   | [`ComparisonFamilyRow`] |
+//! | `across_models.csv`         | [`AcrossModelRow`]    |
+//! | `across_model_pairs.csv`    | [`AcrossModelPairRow`] |
+//! | `sign_tests.csv`            | [`SignTestRow`]       |
+//! | `across_models.json`        | [`AcrossModels`]      |
 //! | `answers.csv`               | [`AnswerRow`]         |
 //! | `resamples.csv`             | [`ResampleRow`]       |
 //! | `familiarity.csv`           | [`FamiliarityRow`]    |
@@ -19,6 +24,7 @@
 //! | `layers.json`               | [`LayerChoice`]       |
 //! | `decisions.json`            | [`Decisions`]         |
 
+mod across;
 mod io;
 pub mod keys;
 mod rows;
@@ -28,6 +34,7 @@ pub use io::{
     write_json, write_table,
 };
 pub use keys::{Baseline, Instantiation, Probe, PromptFormat, UnknownValue};
+pub use across::*;
 pub use rows::*;
 
 use serde::Serialize;

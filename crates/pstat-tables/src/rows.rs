@@ -21,7 +21,9 @@ pub struct StabilityRow {
     pub format: Option<PromptFormat>,
     pub layer: Option<usize>,
     pub condition: String,
-    /// Index of the context draw (behavioral resamples), or `shuffle` controls; empty otherwise.
+    /// Index of the context draw (behavioral resamples), or `shuffle` controls; for
+    /// representational rows `refit<i>` (the noise floor's refits) or [`VOLUME_MATCHED`];
+    /// empty for the main rows.
     pub resample: Option<String>,
     pub n_baseline_true: usize,
     pub n_baseline_not_true: usize,
@@ -52,11 +54,33 @@ pub struct StabilityRow {
     /// and behavioral rows.
     #[serde(default)]
     pub converged: Option<bool>,
+    /// Representational rows: training bags (of those the fit saw) that Θ labels otherwise than
+    /// Θ0. Empty for behavioral rows.
+    #[serde(default)]
+    pub relabelled: Option<usize>,
+    /// Representational perturbation rows at the veracity layer: the largest ρ_R of the
+    /// noise floor's refits ([`BASELINE_REFIT`] rows) of the same probe unit.
+    #[serde(default)]
+    pub floor_retraction_rate: Option<f64>,
+    /// `retraction_rate` above `floor_retraction_rate`: Θ retracts more than any refit with
+    /// unchanged labels did. Empty where there is no floor.
+    #[serde(default)]
+    pub exceeds_floor: Option<bool>,
 }
 
+/// The `resample` of a representational row fit with every Θ relabelling the same number of
+/// training bags (the smallest any Θ of the unit relabels; [`RESAMPLE_REFIT`] rows are the
+/// noise floor).
+pub const VOLUME_MATCHED: &str = "volume_matched";
+
+/// The `resample` of the i-th noise-floor refit is `refit<i>` (1-based).
+pub const RESAMPLE_REFIT: &str = "refit";
+
 /// The `condition` of a representational row that is not a perturbation but the noise floor:
-/// the baseline probe refit on another seeded shuffle of its training bags, compared with the
-/// baseline (no label changes, so its rates are what refitting alone moves).
+/// the baseline probe refit with unchanged labels (sAwMIL: another seeded shuffle, capping and
+/// Noise draw of its training bags; Mass-Mean: a bootstrap resample of its training bags),
+/// compared with the baseline, so its rates are what refitting alone moves. Its `resample` is
+/// `refit<i>`.
 pub const BASELINE_REFIT: &str = "baseline_refit";
 
 /// The identifying columns of a [`StabilityRow`], apart from the measured values.
@@ -111,7 +135,7 @@ impl StabilityRow {
 }
 
 /// The columns of `stability.csv`, in order.
-pub const STABILITY_COLUMNS: [&str; 25] = [
+pub const STABILITY_COLUMNS: [&str; 28] = [
     "model",
     "domain",
     "instantiation",
@@ -137,9 +161,12 @@ pub const STABILITY_COLUMNS: [&str; 25] = [
     "context_size",
     "short_context",
     "converged",
+    "relabelled",
+    "floor_retraction_rate",
+    "exceeds_floor",
 ];
 
-fn opt<T: ToString>(v: &Option<T>) -> String {
+pub(crate) fn opt<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map_or(String::new(), T::to_string)
 }
 
@@ -164,8 +191,9 @@ impl Table for StabilityRow {
 
 /// One row of `comparisons.csv`: a paired comparison ρ_R(Θa) − ρ_R(Θb) of two perturbations of
 /// one (model, domain, instantiation, probe, k, baseline, format, layer), measured on the same
-/// baseline-True statements, with its bootstrap interval and p-value, Holm-corrected over
-/// every row of the run.
+/// baseline-True statements: McNemar's exact test on the statements only one of the two
+/// retracts, a bootstrap interval of the difference, and Holm's correction within the row's
+/// family (the same comparison of the same instantiation and probe across the run's cells).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonRow {
     pub model: String,
@@ -178,23 +206,44 @@ pub struct ComparisonRow {
     pub layer: Option<usize>,
     pub condition_a: String,
     pub condition_b: String,
+    /// `main`, or [`VOLUME_MATCHED`]: both Θ relabelled the same number of training bags.
+    pub variant: String,
     pub n_baseline_true: usize,
     pub retraction_rate_a: f64,
     pub retraction_rate_b: f64,
     /// ρ_R(Θa) − ρ_R(Θb).
     pub difference: f64,
+    /// 95% percentile bootstrap interval of the difference (statements resampled in pairs).
     pub difference_lo: f64,
     pub difference_hi: f64,
-    /// Two-sided bootstrap p-value of a zero difference (uncorrected).
+    /// Baseline-True statements retracted under Θa but not Θb, and under Θb but not Θa: the
+    /// discordant pairs McNemar's test reads.
+    pub a_only: usize,
+    pub b_only: usize,
+    /// The test behind `p_value`: `mcnemar_exact` (two-sided binomial on the discordant pairs).
+    pub test: String,
+    /// Two-sided p-value of `test` (uncorrected).
     pub p_value: f64,
-    /// Holm-adjusted over every row of the run's table.
+    /// The multiple-comparison family: `<instantiation>/<probe>/<condition_a>-vs-<condition_b>/<variant>`.
+    pub family: String,
+    /// Rows in the family.
+    pub family_size: usize,
+    /// Holm-adjusted within `family`.
     pub p_holm: f64,
     /// `p_holm` below the stated level (5%).
     pub significant: bool,
+    /// Representational rows: the largest minus the smallest ρ_R of the unit's noise-floor
+    /// refits, the spread of a difference between two fits with unchanged labels.
+    pub floor_difference: Option<f64>,
+    /// |difference| above `floor_difference`; empty where there is no floor.
+    pub exceeds_floor: Option<bool>,
 }
 
+/// The `variant` of the main comparisons.
+pub const MAIN_VARIANT: &str = "main";
+
 /// The columns of `comparisons.csv`, in order.
-pub const COMPARISON_COLUMNS: [&str; 19] = [
+pub const COMPARISON_COLUMNS: [&str; 27] = [
     "model",
     "domain",
     "instantiation",
@@ -205,15 +254,23 @@ pub const COMPARISON_COLUMNS: [&str; 19] = [
     "layer",
     "condition_a",
     "condition_b",
+    "variant",
     "n_baseline_true",
     "retraction_rate_a",
     "retraction_rate_b",
     "difference",
     "difference_lo",
     "difference_hi",
+    "a_only",
+    "b_only",
+    "test",
     "p_value",
+    "family",
+    "family_size",
     "p_holm",
     "significant",
+    "floor_difference",
+    "exceeds_floor",
 ];
 
 impl Table for ComparisonRow {
@@ -231,6 +288,7 @@ impl Table for ComparisonRow {
             &opt(&self.layer),
             &self.condition_a,
             &self.condition_b,
+            &self.variant,
         ])
     }
 }
@@ -513,6 +571,10 @@ pub const DECISIONS_FILE: &str = "decisions.json";
 pub struct ConditionTitle {
     pub name: String,
     pub title: String,
+    /// The conditions this one is compared with in `comparisons.csv` (the condition set's
+    /// `compare_with`).
+    #[serde(default)]
+    pub compare_with: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -111,12 +111,18 @@ fn legend_height(fig: &Figure, width: u32) -> u32 {
 pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> DrawResult<DB> {
     root.fill(&WHITE)?;
     let mut top = 0;
-    for (row, height) in fig.panels.chunks(fig.ncols.max(1)).zip(row_heights(fig)) {
+    let axes = row_axis_max(fig);
+    for ((row, height), x_max) in fig
+        .panels
+        .chunks(fig.ncols.max(1))
+        .zip(row_heights(fig))
+        .zip(axes)
+    {
         for (col, panel) in row.iter().enumerate() {
             let area = root
                 .clone()
                 .shrink((col as u32 * PANEL_WIDTH, top), (PANEL_WIDTH, height));
-            draw_panel(&area, panel)?;
+            draw_panel(&area, panel, x_max)?;
         }
         top += height;
     }
@@ -150,7 +156,34 @@ fn draw_legend_entry<DB: DrawingBackend>(
     root.draw(&Text::new(entry.label.clone(), (x + 26, y), style))
 }
 
-fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) -> DrawResult<DB> {
+/// The value axis of each row of dot panels: the largest of its panels' own ends, so panels
+/// side by side (one instantiation across domains) are read on the same scale; `None` for a
+/// row without dot panels.
+pub fn row_axis_max(fig: &Figure) -> Vec<Option<f64>> {
+    fig.panels
+        .chunks(fig.ncols.max(1))
+        .map(|row| {
+            row.iter()
+                .filter(|p| p.has_data())
+                .filter_map(|p| match &p.body {
+                    PanelBody::Dots {
+                        series,
+                        medians,
+                        floor,
+                        ..
+                    } => Some(dots_axis_max(series, medians, *floor)),
+                    _ => None,
+                })
+                .reduce(f64::max)
+        })
+        .collect()
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+    x_max: Option<f64>,
+) -> DrawResult<DB> {
     if !panel.has_data() {
         let (w, h) = area.dim_in_pixel();
         let title = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
@@ -167,7 +200,14 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) 
             series,
             medians,
             floor,
-        } => draw_dots(area, panel, categories, series, medians, *floor),
+        } => draw_dots(
+            area,
+            panel,
+            categories,
+            series,
+            medians,
+            (*floor, x_max.unwrap_or_else(|| dots_axis_max(series, medians, *floor))),
+        ),
         PanelBody::Curves {
             x_label,
             curves,
@@ -202,11 +242,10 @@ fn draw_dots<DB: DrawingBackend>(
     categories: &[String],
     series: &[DotSeries],
     medians: &[Option<f64>],
-    floor: Option<Dot>,
+    (floor, x_max): (Option<Dot>, f64),
 ) -> DrawResult<DB> {
     let n = categories.len();
     let label_width = categories.iter().map(|c| text_width(c)).max().unwrap_or(0) + 14;
-    let x_max = dots_axis_max(series, medians, floor);
     let mut chart = ChartBuilder::on(area)
         .caption(&panel.title, (FONT, 15))
         .margin(10)
@@ -478,5 +517,35 @@ mod tests {
         assert_eq!(log_tick(20.0), "20");
         assert_eq!(log_tick(0.05), "0.05");
         assert_eq!(log_tick(7.0), "");
+    }
+
+    /// A row whose panels hold 0.02 and 0.9 draws both on one axis; the next row keeps its own.
+    #[test]
+    fn panels_of_one_row_share_their_axis() {
+        let panel = |value: f64| Panel {
+            title: String::new(),
+            value_label: String::new(),
+            body: PanelBody::Dots {
+                categories: vec!["x".into()],
+                series: vec![DotSeries {
+                    color: 0,
+                    dots: vec![Some(Dot {
+                        value,
+                        lo: None,
+                        hi: None,
+                    })],
+                }],
+                medians: vec![None],
+                floor: None,
+            },
+        };
+        let fig = Figure {
+            panels: vec![panel(0.02), panel(0.9), panel(0.01), panel(0.03)],
+            ncols: 2,
+            legend: Vec::new(),
+        };
+        let axes = row_axis_max(&fig);
+        assert!((axes[0].unwrap() - 0.9 * 1.08).abs() < 1e-12, "{axes:?}");
+        assert!((axes[1].unwrap() - 0.03 * 1.08).abs() < 1e-12, "{axes:?}");
     }
 }

@@ -7,7 +7,8 @@ use crate::inputs::RunData;
 use crate::names::{ConditionTitles, condition_order, domain_order, domain_title, sorted_unique};
 use crate::select::{
     BEHAVIORAL, Measure, REPRESENTATIONAL, VeracityLayers, across_models, behavioral_main,
-    behavioral_variants, median, noise_floor, offset_label, representational, sawmil_layer_offsets,
+    behavioral_variants, floor_dot, median, noise_floor, offset_label, representational,
+    sawmil_layer_offsets,
 };
 use pstat_stability::StabilityRow;
 use pstat_tables::Probe;
@@ -68,8 +69,8 @@ pub fn stability_figure(
             };
             let floor = noise_floor(data, layers, Probe::Sawmil);
             let caption = format!(
-                "{} per condition; one dot per model with its 95% bootstrap interval, the black bar is the median across models. \
-                 Behavioral: {}. Representational: {}.{}",
+                "{} per condition; one dot per model with its 95% bootstrap interval, the black bar is the median across models; \
+                 panels of one row share their axis. Behavioral: {}. Representational: {}.{}",
                 capitalise(measure.noun()),
                 behavioral.description,
                 sawmil.description,
@@ -184,11 +185,12 @@ pub fn stability_figure(
                 .filter(|(_, r)| &r.domain == domain)
                 .cloned()
                 .collect();
-            let floor: Vec<Dot> = panel_row
+            let floor: Vec<f64> = panel_row
                 .floor
                 .iter()
                 .filter(|r| &r.domain == domain)
                 .filter_map(|r| measure.dot(r))
+                .map(|d| d.value)
                 .collect();
             panels.push(Panel {
                 title: format!("{} · {}", domain_title(domain), panel_row.name),
@@ -199,7 +201,7 @@ pub fn stability_figure(
                     &conditions,
                     (&titles, measure),
                     per_model,
-                    across_models(&floor),
+                    floor_dot(&floor),
                 ),
             });
         }
@@ -240,16 +242,16 @@ pub fn stability_figure(
 }
 
 const AGGREGATE_NOTE: &str = "With one model, each dot is its rate with the 95% bootstrap interval; \
-with several, the median across models with the interquartile range.";
+with several, the median across models with the interquartile range. Panels of one row share their axis.";
 
 /// The caption's sentence on the noise floor, when the run has one.
 fn floor_note(floor: &[&StabilityRow]) -> &'static str {
     if floor.is_empty() {
         ""
     } else {
-        " Grey line and band: the noise floor, the baseline probe refit on another shuffle of its training bags and compared with the baseline \
-         (with one model its rate and 95% interval; with several the median and interquartile range across models); \
-         a rate inside it is no larger than refitting alone moves."
+        " Grey line and band: the noise floor, the baseline probe refit with unchanged labels (sAwMIL: other shuffles, caps and Noise draws of its \
+         training bags; Mass-Mean: bootstrap resamples of its bags) and compared with the baseline: the median of the refits' rates, the band from \
+         the smallest to the largest; a rate inside it is no larger than refitting alone moves."
     }
 }
 

@@ -1,0 +1,523 @@
+//! What the run's statistics say, read from the tables that hold them: the paired tests of
+//! `comparisons.csv` (McNemar's exact test, Holm within each claim's family), the across-model
+//! tables and sign tests, and, first, what this run can and cannot show: degenerate judges,
+//! every Θ effect against the representational noise floor and the behavioral resampling
+//! spread, and the cells where nothing can be concluded.
+
+use crate::inputs::{
+    AcrossModelPairRow, AcrossModelRow, AnswerRow, ComparisonFamilyRow, ComparisonRow, ResampleRow,
+    RunData, SignTestRow,
+};
+use crate::names::{ConditionTitles, domain_order, domain_title};
+use crate::select::{VeracityLayers, behavioral_main, is_perturbation};
+use crate::summary::Finding;
+use crate::tables::Table;
+use pstat_stability::{ALPHA, StabilityRow};
+use pstat_tables::{BASELINE_REFIT, Instantiation, MAIN_VARIANT, POOLED, Probe, VOLUME_MATCHED};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A behavioral judge giving one answer to at least this share of the statements of a unit
+/// is degenerate there: its retractions and expansions are set by that answer, not by Θ.
+pub const DEGENERATE_SHARE: f64 = 0.95;
+
+fn pct(v: f64) -> String {
+    format!("{:.0}%", 100.0 * v)
+}
+
+fn what(instantiation: Instantiation, probe: Probe) -> String {
+    match (instantiation, probe) {
+        (Instantiation::Behavioral, _) => "behavioral".into(),
+        (_, Probe::Sawmil) => "sAwMIL".into(),
+        (_, Probe::MassMean) => "Mass-Mean".into(),
+        (_, p) => p.to_string(),
+    }
+}
+
+/// The most common answer of a unit and its share of the answers.
+fn top_answer(r: &AnswerRow) -> Option<(char, f64)> {
+    let total = r.a + r.b + r.c;
+    if total == 0 {
+        return None;
+    }
+    let (letter, n) = [('a', r.a), ('b', r.b), ('c', r.c)]
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .expect("three answers");
+    Some((letter, n as f64 / total as f64))
+}
+
+/// Per (model, format, K, baseline context): the perturbed (model, domain) units whose judge is
+/// degenerate; cells of the main selection where every perturbation's judge is.
+struct Degenerate {
+    lines: Vec<String>,
+    /// (model, domain) whose main behavioral units are all degenerate.
+    cells: BTreeSet<(String, String)>,
+}
+
+fn degenerate_judges(answers: &[AnswerRow], titles: &ConditionTitles) -> Degenerate {
+    let mut lines = Vec::new();
+    let mut cells = BTreeSet::new();
+    type Group = (String, String, usize, String);
+    let mut groups: BTreeMap<Group, Vec<&AnswerRow>> = BTreeMap::new();
+    for r in answers.iter().filter(|r| r.draw == "main") {
+        groups
+            .entry((
+                r.model.clone(),
+                r.format.to_string(),
+                r.k,
+                r.baseline.to_string(),
+            ))
+            .or_default()
+            .push(r);
+    }
+    for ((model, format, k, baseline), rows) in &groups {
+        let (context, empty): (Vec<&&AnswerRow>, Vec<&&AnswerRow>) =
+            rows.iter().partition(|r| is_perturbation(&r.condition));
+        let degenerate: Vec<(&AnswerRow, char, f64)> = context
+            .iter()
+            .filter_map(|r| {
+                let (letter, share) = top_answer(r)?;
+                (share >= DEGENERATE_SHARE).then_some((**r, letter, share))
+            })
+            .collect();
+        if !degenerate.is_empty() {
+            let letters: BTreeSet<char> = degenerate.iter().map(|d| d.1).collect();
+            let lo = degenerate.iter().map(|d| d.2).fold(1.0, f64::min);
+            let hi = degenerate.iter().map(|d| d.2).fold(0.0, f64::max);
+            let letters: Vec<String> = letters.iter().map(|l| format!("\"{l}\"")).collect();
+            lines.push(format!(
+                "Degenerate judge: with a belief context, {model} ({format}, K = {k}, {baseline} baseline) answers {} to {}–{} of the statements in {} of {} (domain, Θ) units, so its retractions and expansions there are set by that answer, not by Θ.",
+                letters.join(" or "),
+                pct(lo),
+                pct(hi),
+                degenerate.len(),
+                context.len()
+            ));
+        }
+        for r in &empty {
+            if let Some((letter, share)) = top_answer(r).filter(|t| t.1 >= DEGENERATE_SHARE) {
+                lines.push(format!(
+                    "Degenerate judge: with the {} context ({}), {model} ({format}) answers \"{letter}\" to {} of the {} statements.",
+                    titles.title(&r.condition).to_lowercase(),
+                    domain_title(&r.domain),
+                    pct(share),
+                    domain_title(&r.domain)
+                ));
+            }
+        }
+        let mut per_domain: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for r in &context {
+            let e = per_domain.entry(&r.domain).or_default();
+            e.0 += 1;
+            e.1 += usize::from(top_answer(r).is_some_and(|t| t.1 >= DEGENERATE_SHARE));
+        }
+        for (domain, (n, bad)) in per_domain {
+            if n > 0 && n == bad {
+                cells.insert((model.clone(), domain.to_string()));
+            }
+        }
+    }
+    Degenerate { lines, cells }
+}
+
+/// The refits' ρ_R of each (model, domain, probe) at the veracity layer.
+fn floors<'a>(
+    data: &'a RunData,
+    layers: &VeracityLayers,
+) -> BTreeMap<(String, String, Probe), Vec<&'a StabilityRow>> {
+    let mut out: BTreeMap<(String, String, Probe), Vec<&StabilityRow>> = BTreeMap::new();
+    for r in data.stability.iter().filter(|r| {
+        r.condition == BASELINE_REFIT
+            && r.instantiation == Instantiation::Representational
+            && r.layer.is_some()
+            && r.layer == layers.get(&r.model, &r.domain)
+    }) {
+        out.entry((r.model.clone(), r.domain.clone(), r.probe))
+            .or_default()
+            .push(r);
+    }
+    out
+}
+
+/// "What this run can and cannot show": the first finding of the report.
+pub fn limits(data: &RunData, layers: &VeracityLayers, titles: &ConditionTitles) -> Finding {
+    let mut lines = Vec::new();
+    let degenerate = degenerate_judges(data.answers.as_deref().unwrap_or_default(), titles);
+    lines.extend(degenerate.lines.iter().cloned());
+    let mut nothing: Vec<String> = Vec::new();
+    // The representational noise floor against every Θ.
+    let floors = floors(data, layers);
+    let main_rows = |model: &str, domain: &str, probe: Probe| -> Vec<&StabilityRow> {
+        data.stability
+            .iter()
+            .filter(|r| {
+                r.instantiation == Instantiation::Representational
+                    && r.probe == probe
+                    && r.model == model
+                    && r.domain == domain
+                    && r.resample.is_none()
+                    && is_perturbation(&r.condition)
+                    && r.layer.is_some()
+                    && r.layer == layers.get(model, domain)
+            })
+            .collect()
+    };
+    let mut probes_with_rows: BTreeSet<(String, String, Probe)> = BTreeSet::new();
+    for r in data.stability.iter().filter(|r| {
+        r.instantiation == Instantiation::Representational && r.resample.is_none()
+    }) {
+        probes_with_rows.insert((r.model.clone(), r.domain.clone(), r.probe));
+    }
+    for (model, domain, probe) in &probes_with_rows {
+        let rows = main_rows(model, domain, *probe);
+        if rows.is_empty() {
+            continue;
+        }
+        let cell = format!("{} · {model} · {}", what(Instantiation::Representational, *probe), domain_title(domain));
+        let Some(refits) = floors.get(&(model.clone(), domain.clone(), *probe)) else {
+            lines.push(format!(
+                "{cell}: no noise floor in this run (representational.noise_floor_refits = 0): its Θ effects cannot be told apart from refitting alone."
+            ));
+            continue;
+        };
+        let rates: Vec<f64> = refits.iter().filter_map(|r| r.retraction_rate).collect();
+        let (lo, hi) = (
+            rates.iter().copied().fold(f64::INFINITY, f64::min),
+            rates.iter().copied().fold(0.0, f64::max),
+        );
+        let above: Vec<String> = rows
+            .iter()
+            .filter(|r| r.exceeds_floor == Some(true))
+            .map(|r| format!("{} {}", titles.title(&r.condition), pct(r.retraction_rate.unwrap_or(0.0))))
+            .collect();
+        lines.push(format!(
+            "{cell}: {} refits of the baseline probe with unchanged labels retract {}–{} of its beliefs (the noise floor); {} of {} perturbations retract more than every refit{}.",
+            rates.len(),
+            pct(lo),
+            pct(hi),
+            above.len(),
+            rows.len(),
+            if above.is_empty() { String::new() } else { format!(" ({})", above.join(", ")) }
+        ));
+        if above.is_empty() {
+            nothing.push(format!(
+                "{cell}: nothing can be concluded — every perturbation retracts no more than refitting with unchanged labels does."
+            ));
+        }
+    }
+    // The behavioral resampling spread of the main selection.
+    let behavioral = behavioral_main(data);
+    let resamples = data.resamples.as_deref().unwrap_or_default();
+    let mut spread: BTreeMap<(&str, &str), Vec<&ResampleRow>> = BTreeMap::new();
+    for r in resamples.iter().filter(|r| r.n_draws > 1) {
+        let main = behavioral.rows.iter().any(|b| {
+            b.model == r.model
+                && b.domain == r.domain
+                && b.format == Some(r.format)
+                && b.k == Some(r.k)
+                && b.baseline == Some(r.baseline)
+        });
+        if main {
+            spread.entry((&r.model, &r.domain)).or_default().push(r);
+        }
+    }
+    let behavioral_cells: BTreeSet<(&str, &str)> = behavioral
+        .rows
+        .iter()
+        .map(|r| (r.model.as_str(), r.domain.as_str()))
+        .collect();
+    for (model, domain) in &behavioral_cells {
+        let cell = format!("behavioral · {model} · {}", domain_title(domain));
+        match spread.get(&(*model, *domain)) {
+            Some(rows) => {
+                let sd = rows
+                    .iter()
+                    .filter_map(|r| r.retraction_rate_sd)
+                    .fold(0.0, f64::max);
+                let range = rows
+                    .iter()
+                    .filter_map(|r| Some(r.retraction_rate_max? - r.retraction_rate_min?))
+                    .fold(0.0, f64::max);
+                lines.push(format!(
+                    "{cell}: over {} draws of each belief context, ρ_R moves by up to {} (largest standard deviation {:.3}): a difference between two Θ smaller than that can come from which statements were drawn.",
+                    rows[0].n_draws,
+                    pct(range),
+                    sd
+                ));
+            }
+            None => lines.push(format!(
+                "{cell}: the resampling spread of the belief contexts was not measured (behavioral.resamples = 0), so a difference between two Θ cannot be told apart from the draw of their contexts."
+            )),
+        }
+        if degenerate.cells.contains(&(model.to_string(), domain.to_string())) {
+            nothing.push(format!(
+                "{cell}: nothing can be concluded — the judge gives the same answer whatever the context."
+            ));
+        } else if behavioral.rows.iter().any(|r| {
+            r.model == *model && r.domain == *domain && r.flag.as_deref() == Some("small_baseline")
+        }) {
+            nothing.push(format!(
+                "{cell}: nothing can be concluded — its baseline believes too few held-out True statements."
+            ));
+        }
+    }
+    if nothing.is_empty() {
+        nothing.push("Every cell has at least one perturbation beyond its noise floor and a judge that answers more than one way.".into());
+    }
+    lines.extend(nothing);
+    Finding {
+        heading: "What this run can and cannot show".into(),
+        lines,
+    }
+}
+
+fn signed(v: f64) -> String {
+    format!("{v:+.3}")
+}
+
+fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// One finding per (instantiation, probe): each family's paired tests, in words.
+pub fn paired_findings(
+    comparisons: &[ComparisonRow],
+    families: &[ComparisonFamilyRow],
+    titles: &ConditionTitles,
+) -> Vec<Finding> {
+    let mut by_probe: BTreeMap<(Instantiation, Probe), BTreeMap<&str, Vec<&ComparisonRow>>> =
+        BTreeMap::new();
+    for r in comparisons {
+        by_probe
+            .entry((r.instantiation, r.probe))
+            .or_default()
+            .entry(&r.family)
+            .or_default()
+            .push(r);
+    }
+    by_probe
+        .into_iter()
+        .map(|((instantiation, probe), fams)| {
+            let mut lines = Vec::new();
+            let mut ordered: Vec<(&str, Vec<&ComparisonRow>)> = fams.into_iter().collect();
+            // Main claims first, then their volume-matched controls.
+            ordered.sort_by_key(|(_, rows)| rows[0].variant != MAIN_VARIANT);
+            for (family, mut rows) in ordered {
+                rows.sort_by(|a, b| domain_order(&a.domain, &b.domain).then(a.model.cmp(&b.model)));
+                let first = rows[0];
+                let significant = rows.iter().filter(|r| r.significant).count();
+                let smallest = families
+                    .iter()
+                    .find(|f| f.family == family)
+                    .map(|f| format!("; the smallest adjusted p it could reach is {}", p_text(f.smallest_attainable_p_holm)))
+                    .unwrap_or_default();
+                let cells: Vec<String> = rows
+                    .iter()
+                    .map(|r| {
+                        let floor = match (r.exceeds_floor, r.floor_difference) {
+                            (Some(false), Some(s)) => format!(", within the noise floor's spread {s:.3}"),
+                            (Some(true), Some(s)) => format!(", beyond the noise floor's spread {s:.3}"),
+                            _ => String::new(),
+                        };
+                        format!(
+                            "{} · {} Δρ_R {} [{}, {}] over {} statements ({} vs {} retracted by one only), p_holm {}{}{}",
+                            r.model,
+                            domain_title(&r.domain),
+                            signed(r.difference),
+                            signed(r.difference_lo),
+                            signed(r.difference_hi),
+                            r.n_baseline_true,
+                            r.a_only,
+                            r.b_only,
+                            p_text(r.p_holm),
+                            if r.significant { " (significant)" } else { "" },
+                            floor
+                        )
+                    })
+                    .collect();
+                lines.push(format!(
+                    "{} − {}{}: significant in {significant} of {} cells (exact McNemar test, Holm within this family of {}{smallest}). {}.",
+                    titles.title(&first.condition_a),
+                    titles.title(&first.condition_b),
+                    if first.variant == VOLUME_MATCHED { ", every Θ relabelling the same number of training bags" } else { "" },
+                    rows.len(),
+                    first.family_size,
+                    cells.join("; ")
+                ));
+            }
+            Finding {
+                heading: format!("{}: paired comparisons", capitalised(&what(instantiation, probe))),
+                lines,
+            }
+        })
+        .collect()
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map_or_else(String::new, |f| f.to_uppercase().collect::<String>() + c.as_str())
+}
+
+/// The sign tests across models, in words.
+pub fn across_model_finding(signs: &[SignTestRow], titles: &ConditionTitles) -> Finding {
+    let mut lines = Vec::new();
+    for s in signs.iter().filter(|s| s.variant == MAIN_VARIANT) {
+        let n = s.positive + s.negative;
+        let reachable = if n == 0 { 1.0 } else { 2f64.powi(1 - n as i32).min(1.0) };
+        lines.push(format!(
+            "{} · {} > {} · {}: larger in {} of {} models, smaller in {}, tied in {}; exact sign test p = {}{}{}.",
+            what(s.instantiation, s.probe),
+            titles.title(&s.condition_a),
+            titles.title(&s.condition_b),
+            if s.domain == POOLED { "pooled over domains".to_string() } else { domain_title(&s.domain) },
+            s.positive,
+            s.n_models,
+            s.negative,
+            s.ties,
+            p_text(s.p_value),
+            if s.family_size > 1 { format!(", Holm over the {} domains {}", s.family_size, p_text(s.p_holm)) } else { String::new() },
+            if reachable >= ALPHA {
+                format!(" (with {n} models with a direction no sign test can go below {}: the claim across models needs more models)", p_text(reachable))
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if lines.is_empty() {
+        lines.push("No paired comparison was made, so there is no sign test across models.".into());
+    }
+    Finding {
+        heading: "Across models".into(),
+        lines,
+    }
+}
+
+/// `comparisons.csv` as a table.
+pub fn paired_table(rows: &[ComparisonRow], titles: &ConditionTitles) -> Table {
+    let opt = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.3}"));
+    Table {
+        id: "table_paired".into(),
+        title: "Paired comparisons".into(),
+        caption: format!(
+            "comparisons.csv: per cell, ρ_R(Θa) − ρ_R(Θb) on the same baseline-True statements with its 95% bootstrap interval; \
+             a only / b only: statements retracted under one of the two; exact McNemar test, Holm-adjusted within the family \
+             (one comparison of one instantiation and probe across cells); significant at {ALPHA}. Floor: the largest minus the smallest ρ_R \
+             of the noise floor's refits (representational)."
+        ),
+        header: [
+            "Family", "Model", "Domain", "Θa", "Θb", "n", "Δρ_R [95% CI]", "a only", "b only", "p", "p_holm", "significant", "floor spread",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.family.clone(),
+                    r.model.clone(),
+                    domain_title(&r.domain),
+                    titles.title(&r.condition_a),
+                    titles.title(&r.condition_b),
+                    r.n_baseline_true.to_string(),
+                    format!("{} [{}, {}]", signed(r.difference), signed(r.difference_lo), signed(r.difference_hi)),
+                    r.a_only.to_string(),
+                    r.b_only.to_string(),
+                    p_text(r.p_value),
+                    p_text(r.p_holm),
+                    if r.significant { "yes".into() } else { "no".into() },
+                    opt(r.floor_difference),
+                ]
+            })
+            .collect(),
+        numeric_from: 5,
+    }
+}
+
+fn selection(
+    instantiation: Instantiation,
+    probe: Probe,
+    k: Option<usize>,
+    baseline: Option<pstat_tables::Baseline>,
+    format: Option<pstat_tables::PromptFormat>,
+    layer_offset: Option<i64>,
+    variant: &str,
+) -> String {
+    let mut parts = vec![what(instantiation, probe)];
+    parts.extend(k.map(|k| format!("K = {k}")));
+    parts.extend(baseline.map(|b| format!("{b} baseline")));
+    parts.extend(format.map(|f| f.to_string()));
+    parts.extend(layer_offset.map(|o| if o == 0 { "layer l".to_string() } else { format!("layer l{o:+}") }));
+    if variant != MAIN_VARIANT {
+        parts.push(variant.replace('_', "-"));
+    }
+    parts.join(", ")
+}
+
+/// `across_models.csv` as a table.
+pub fn across_models_table(rows: &[AcrossModelRow], titles: &ConditionTitles) -> Table {
+    let opt = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.3}"));
+    Table {
+        id: "table_across_models".into(),
+        title: "Across models".into(),
+        caption: "across_models.csv, the authors' perturbation summary: per selection and perturbation, the mean and median rates over models, \
+                  the average rank of the perturbation by ρ_R among the selection's perturbations (1 = largest) and in how many models it ranks first."
+            .into(),
+        header: [
+            "Selection", "Domain", "Θ", "models", "mean ρ_R", "median ρ_R", "mean ρ_E", "median ρ_E", "avg rank (ρ_R)", "first (ρ_R)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: rows
+            .iter()
+            .map(|r| {
+                vec![
+                    selection(r.instantiation, r.probe, r.k, r.baseline, r.format, r.layer_offset, &r.variant),
+                    domain_title(&r.domain),
+                    titles.title(&r.condition),
+                    r.n_models.to_string(),
+                    opt(r.retraction_rate_mean),
+                    opt(r.retraction_rate_median),
+                    opt(r.expansion_rate_mean),
+                    opt(r.expansion_rate_median),
+                    r.average_retraction_rank.map_or("–".into(), |v| format!("{v:.2}")),
+                    r.n_models_ranked_first_retraction.to_string(),
+                ]
+            })
+            .collect(),
+        numeric_from: 3,
+    }
+}
+
+/// `across_model_pairs.csv` as a table.
+pub fn across_model_pairs_table(rows: &[AcrossModelPairRow]) -> Table {
+    Table {
+        id: "table_across_pairs".into(),
+        title: "Synthetic vs Fictional across models".into(),
+        caption: "across_model_pairs.csv, the authors' comparison table: in how many of a selection's models each comparison of retraction \
+                  rates holds (a model where a rate is undefined counts as not holding), for every selection: the main ones and the robustness ones \
+                  (layers l±1, l±2, other K and baselines, Mass-Mean, volume-matched)."
+            .into(),
+        header: ["Selection", "Domain", "Comparison", "models", "holds in", "share"]
+            .map(String::from)
+            .to_vec(),
+        rows: rows
+            .iter()
+            .map(|r| {
+                vec![
+                    selection(r.instantiation, r.probe, r.k, r.baseline, r.format, r.layer_offset, &r.variant),
+                    domain_title(&r.domain),
+                    r.comparison.clone(),
+                    r.n_models.to_string(),
+                    r.num_models.to_string(),
+                    format!("{:.2}", r.prop_models),
+                ]
+            })
+            .collect(),
+        numeric_from: 3,
+    }
+}
