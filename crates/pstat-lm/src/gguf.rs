@@ -151,10 +151,23 @@ pub struct ModelConfig {
     pub final_softcap: Option<f32>,
     /// Multiplier applied to token embeddings (Gemma: sqrt(hidden)), if any.
     pub embed_scale: Option<f32>,
+    /// How Gemma's GELU-tanh is evaluated: through llama.cpp's f16 table for GGUF files, in
+    /// f32 as transformers does for Hugging Face folders, so each format matches its reference.
+    pub gelu: Gelu,
     /// Rows of `token_embd.weight`.
     pub vocab_size: usize,
     /// True when the file has no `output.weight` and the LM head reuses `token_embd.weight`.
     pub tied_embeddings: bool,
+}
+
+/// The evaluation of GELU-tanh (see [`ModelConfig::gelu`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gelu {
+    /// ggml's CPU path: the input rounded to f16 indexes a table of f16 results.
+    F16Table,
+    /// The formula in f32 (torch's `gelu(approximate="tanh")`).
+    F32,
 }
 
 impl ModelConfig {
@@ -472,6 +485,7 @@ impl GgufFile {
             attn_softcap,
             final_softcap,
             embed_scale: gemma.then(|| (hidden as f32).sqrt()),
+            gelu: Gelu::F16Table,
             vocab_size,
             tied_embeddings: !self.has_tensor("output.weight"),
         })

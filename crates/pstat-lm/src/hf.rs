@@ -20,7 +20,7 @@
 //! L < n_layers; transformers' last entry has the final norm applied, pstat's layer n_layers
 //! does not.
 
-use crate::gguf::{Arch, GgufFile};
+use crate::gguf::{Arch, Gelu, GgufError, GgufFile, ModelConfig};
 use crate::weights::{RawTensor, SourceError, TensorSource};
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
@@ -222,6 +222,7 @@ pub struct HfFolder {
     dir: PathBuf,
     /// config.json translated to GGUF keys, with every mapped tensor's shape.
     view: GgufFile,
+    overrides: Overrides,
     /// Names of the HF architecture (`LlamaForCausalLM`, ...).
     hf_arch: String,
     weights: SafeTensors,
@@ -272,7 +273,7 @@ impl HfFolder {
         } else {
             config
         };
-        let (metadata, shape) = translate(&config, arch)?;
+        let (metadata, shape, overrides) = translate(&config, arch)?;
         let weights = SafeTensors::open(dir)?;
         let mut names = tensor_map(&shape, arch);
         if shape.tied {
@@ -285,6 +286,7 @@ impl HfFolder {
         for (gguf_name, mapped) in &names {
             tensor_dims.insert(gguf_name.clone(), weights.dims(&mapped.hf_name)?);
         }
+        weights.all_accounted_for(&names, &config, multimodal)?;
         let vocab = tensor_dims["token_embd.weight"][0];
         if let Some(v) = config.get("vocab_size")
             && v.as_u64() != Some(vocab as u64)
@@ -298,9 +300,26 @@ impl HfFolder {
         Ok(Self {
             dir: dir.to_path_buf(),
             view,
+            overrides,
             hf_arch,
             weights: weights.with_names(names),
         })
+    }
+
+    /// The decoder's hyper-parameters as transformers runs the folder: the GGUF conversion's,
+    /// with Llama 3's RoPE divisors, Gemma 2/3's `query_pre_attn_scalar`, Mistral's window
+    /// and GELU in f32.
+    pub fn config(&self) -> Result<ModelConfig, GgufError> {
+        let mut config = self.view.config()?;
+        config.rope_freq_factors = self.overrides.rope_freq_factors.clone();
+        if let Some(scale) = self.overrides.attn_scale {
+            config.attn_scale = scale;
+        }
+        if let Some(window) = self.overrides.sliding_window {
+            config.sliding_window = Some(window);
+        }
+        config.gelu = Gelu::F32;
+        Ok(config)
     }
 
     pub fn dir(&self) -> &Path {
@@ -342,6 +361,17 @@ impl HfFolder {
     }
 }
 
+/// Where transformers computes a folder differently from the GGUF conversion llama.cpp runs;
+/// [`HfFolder::config`] applies these over the metadata's config.
+struct Overrides {
+    /// Llama 3's RoPE divisors, which a GGUF carries as a tensor (`rope_freqs.weight`).
+    rope_freq_factors: Option<Vec<f32>>,
+    /// Gemma 2/3's q·k scale from `query_pre_attn_scalar`.
+    attn_scale: Option<f32>,
+    /// Mistral's window over every layer.
+    sliding_window: Option<usize>,
+}
+
 /// What the tensor map needs to know about the model's shape.
 struct Shape {
     n_layers: usize,
@@ -352,7 +382,10 @@ struct Shape {
 
 /// The GGUF metadata `convert_hf_to_gguf.py` writes for `config`, after checking every field
 /// pstat reads or refuses.
-fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Shape), HfError> {
+fn translate(
+    config: &Config,
+    arch: Arch,
+) -> Result<(HashMap<String, Value>, Shape, Overrides), HfError> {
     let a = arch.gguf_name();
     let gemma = arch.is_gemma();
     let mut meta: HashMap<String, Value> = HashMap::new();
@@ -364,6 +397,7 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
             .map(Value::U32)
             .map_err(|_| config.field_error(field, format!("is {n}, too large")))
     };
+    let mut sliding_window = None;
     let n_layers = config.count("num_hidden_layers")?;
     let hidden = config.count("hidden_size")?;
     let n_heads = config.count("num_attention_heads")?;
@@ -423,31 +457,85 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
     );
     let eps = config.positive_or("rms_norm_eps", gemma.then_some(1e-6))?;
     put("attention.layer_norm_rms_epsilon", Value::F32(eps as f32));
-    let theta = config.positive_or(
-        "rope_theta",
-        Some(if arch == Arch::Gemma3 { 1e6 } else { 1e4 }),
-    )?;
-    put("rope.freq_base", Value::F32(theta as f32));
-    if let Some(scaling) = config.get("rope_scaling") {
-        let kind = scaling
-            .get("rope_type")
-            .or_else(|| scaling.get("type"))
-            .and_then(Json::as_str)
-            .unwrap_or("");
-        let factor = scaling.get("factor").and_then(Json::as_f64);
-        match (kind, factor) {
-            ("default", _) => {}
-            ("linear", Some(f)) if f > 0.0 => {
-                put("rope.scaling.type", Value::String("linear".into()));
-                put("rope.scaling.factor", Value::F32(f as f32));
-            }
-            _ => {
-                return Err(config.field_error(
-                    "rope_scaling",
-                    format!("is {scaling}: only linear RoPE scaling is supported"),
-                ));
+    let (global_rope, local_rope) = rope_settings(config, arch)?;
+    put("rope.freq_base", Value::F32(global_rope.theta as f32));
+    let mut rope_freq_factors = None;
+    match global_rope.scaling {
+        RopeScaling::None => {}
+        RopeScaling::Linear(factor) => {
+            put("rope.scaling.type", Value::String("linear".into()));
+            put("rope.scaling.factor", Value::F32(factor as f32));
+        }
+        RopeScaling::Llama3 { .. } => {
+            // The per-pair divisors apply to every RoPE table of the model, so only to models
+            // whose layers share one RoPE.
+            config.require(
+                global_rope.field,
+                !matches!(arch, Arch::Gemma2 | Arch::Gemma3),
+                &format!("llama3 RoPE scaling is not implemented for {a}"),
+            )?;
+            rope_freq_factors = Some(global_rope.llama3_divisors(head_dim));
+        }
+    }
+    match (arch, &local_rope) {
+        (Arch::Gemma2 | Arch::Gemma3, None) => {
+            // Gemma 2 rotates its local layers as its global ones; Gemma 3 (transformers
+            // 4.x) with `rope_local_base_freq` and no scaling.
+            if arch == Arch::Gemma3 {
+                let base = config.positive_or("rope_local_base_freq", Some(10_000.0))?;
+                put("rope.freq_base_swa", Value::F32(base as f32));
             }
         }
+        (Arch::Gemma2 | Arch::Gemma3, Some(local)) => {
+            // pstat's local layers take the global scaling (Gemma 2) or none (Gemma 3).
+            let scaling_ok = if arch == Arch::Gemma2 {
+                local.scaling == global_rope.scaling
+            } else {
+                local.scaling == RopeScaling::None
+            };
+            config.require(
+                local.field,
+                scaling_ok,
+                &format!(
+                    "{a}'s sliding-window layers are implemented with {}",
+                    if arch == Arch::Gemma2 {
+                        "the full-attention layers' RoPE scaling"
+                    } else {
+                        "no RoPE scaling"
+                    }
+                ),
+            )?;
+            put("rope.freq_base_swa", Value::F32(local.theta as f32));
+        }
+        (_, Some(local)) => {
+            config.require(
+                local.field,
+                *local == global_rope,
+                &format!("{a} has no sliding-window layers with a RoPE of their own"),
+            )?;
+        }
+        (_, None) => {}
+    }
+    let partial = config.positive_or("partial_rotary_factor", Some(1.0))?;
+    config.require(
+        "partial_rotary_factor",
+        partial == 1.0,
+        "RoPE is implemented over whole heads",
+    )?;
+    if let Some(dtype) = config.get("dtype").or_else(|| config.get("torch_dtype")) {
+        let field = if config.get("dtype").is_some() {
+            "dtype"
+        } else {
+            "torch_dtype"
+        };
+        config.require(
+            field,
+            matches!(
+                dtype.as_str(),
+                Some("float32" | "float16" | "bfloat16" | "auto")
+            ),
+            "weights are read as float32, float16 or bfloat16",
+        )?;
     }
     let activation = config.str_or(
         "hidden_activation",
@@ -482,14 +570,12 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
                 !config.bool_or("mlp_bias", false)?,
                 "MLP biases are not implemented",
             )?;
-            // Mistral's sliding window is a no-op while sequences are shorter than it.
-            if let Some(window) = config.get("sliding_window").and_then(Json::as_u64) {
-                config.require(
-                    "sliding_window",
-                    window as usize >= context,
-                    "sliding-window attention is not implemented for llama (it must cover max_position_embeddings)",
-                )?;
+            // Mistral (v0.1) limits every layer to a window; transformers applies it, llama.cpp
+            // ignores it in a GGUF.
+            if config.get("sliding_window").is_some() {
+                sliding_window = Some(config.count("sliding_window")?);
             }
+            all_full_attention(config, n_layers, sliding_window.is_some())?;
         }
         Arch::Qwen2 => {
             config.require(
@@ -497,6 +583,7 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
                 !config.bool_or("use_sliding_window", false)?,
                 "sliding-window attention is not implemented for qwen2",
             )?;
+            all_full_attention(config, n_layers, false)?;
         }
         Arch::Gemma3 => {
             let window = config.count("sliding_window")?;
@@ -511,23 +598,23 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
                     window_pattern(config, n_layers, 6)?,
                 )?,
             );
-            let scalar = config.positive_or("query_pre_attn_scalar", Some(head_dim as f64))?;
-            put("attention.query_pre_attn_scalar", Value::F32(scalar as f32));
-            let local = config.positive_or("rope_local_base_freq", Some(10_000.0))?;
             config.require(
-                "rope_local_base_freq",
-                local == 10_000.0,
-                "local layers are implemented with RoPE base 10000",
+                "attn_logit_softcapping",
+                config.get("attn_logit_softcapping").is_none(),
+                "attention-logit soft-capping is not implemented for gemma3",
             )?;
-            for field in ["attn_logit_softcapping", "final_logit_softcapping"] {
-                config.require(
-                    field,
-                    config.get(field).is_none(),
-                    "logit soft-capping is not implemented for gemma3",
-                )?;
+            if config.get("final_logit_softcapping").is_some() {
+                let cap = config.positive_or("final_logit_softcapping", None)?;
+                put("final_logit_softcapping", Value::F32(cap as f32));
             }
         }
-        Arch::Gemma => {}
+        Arch::Gemma => {
+            config.require(
+                "attention_bias",
+                !config.bool_or("attention_bias", false)?,
+                "attention biases are not implemented for gemma",
+            )?;
+        }
         Arch::Gemma2 => {
             // The converter reads these three without defaults (`Gemma2Model.set_gguf_parameters`).
             let window = config.count("sliding_window")?;
@@ -546,6 +633,20 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
             }
         }
     }
+    let attn_scale = match arch {
+        Arch::Gemma2 | Arch::Gemma3 => {
+            config.require(
+                "attention_bias",
+                !config.bool_or("attention_bias", false)?,
+                &format!("attention biases are not implemented for {a}"),
+            )?;
+            // transformers scales q·k by query_pre_attn_scalar^-1/2 (256 when absent, the
+            // config classes' default); llama.cpp infers it from the block count instead.
+            let scalar = config.positive_or("query_pre_attn_scalar", Some(256.0))?;
+            Some((1.0 / scalar.sqrt()) as f32)
+        }
+        _ => None,
+    };
     let tied = config.bool_or("tie_word_embeddings", gemma)?;
     meta.insert("general.architecture".into(), Value::String(a.into()));
     if let Some(name) = config.get("_name_or_path").and_then(Json::as_str) {
@@ -559,7 +660,234 @@ fn translate(config: &Config, arch: Arch) -> Result<(HashMap<String, Value>, Sha
             n_kv_heads,
             tied,
         },
+        Overrides {
+            rope_freq_factors,
+            attn_scale,
+            sliding_window,
+        },
     ))
+}
+
+/// Refuses `layer_types` (transformers 5) naming sliding-window layers for an architecture
+/// whose layers all attend alike: fully, or (`windowed`) all through the one window.
+fn all_full_attention(config: &Config, n_layers: usize, windowed: bool) -> Result<(), HfError> {
+    let Some(types) = config.get("layer_types") else {
+        return Ok(());
+    };
+    let expected = if windowed {
+        "sliding_attention"
+    } else {
+        "full_attention"
+    };
+    let ok = types
+        .as_array()
+        .is_some_and(|t| t.len() == n_layers && t.iter().all(|t| t.as_str() == Some(expected)));
+    config.require(
+        "layer_types",
+        ok,
+        &format!("every one of the {n_layers} layers is implemented as {expected}"),
+    )
+}
+
+/// One RoPE as transformers computes it: base and scaling, with the config field it came from.
+#[derive(Debug, Clone, PartialEq)]
+struct RopeSetting {
+    field: &'static str,
+    theta: f64,
+    scaling: RopeScaling,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum RopeScaling {
+    None,
+    /// Positions divided by the factor.
+    Linear(f64),
+    /// Llama 3's: low frequencies divided by `factor`, high ones kept, a smooth ramp between.
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_context: f64,
+    },
+}
+
+impl RopeSetting {
+    /// Llama 3's divisor of each rotated pair's frequency, as transformers'
+    /// `_compute_llama3_parameters` (and the GGUF converter's `rope_freqs.weight`) computes them.
+    fn llama3_divisors(&self, rope_dim: usize) -> Vec<f32> {
+        let RopeScaling::Llama3 {
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            original_context,
+        } = self.scaling
+        else {
+            unreachable!("called for llama3 scaling only")
+        };
+        let low_freq_wavelen = original_context / low_freq_factor;
+        let high_freq_wavelen = original_context / high_freq_factor;
+        (0..rope_dim / 2)
+            .map(|i| {
+                let freq = 1.0 / self.theta.powf((2 * i) as f64 / rope_dim as f64);
+                let wavelen = 2.0 * std::f64::consts::PI / freq;
+                let divisor = if wavelen < high_freq_wavelen {
+                    1.0
+                } else if wavelen > low_freq_wavelen {
+                    factor
+                } else {
+                    let smooth = (original_context / wavelen - low_freq_factor)
+                        / (high_freq_factor - low_freq_factor);
+                    1.0 / ((1.0 - smooth) / factor + smooth)
+                };
+                divisor as f32
+            })
+            .collect()
+    }
+}
+
+/// The RoPE types pstat implements, by transformers' `rope_type` names.
+const ROPE_TYPES: &str = "default, linear, llama3";
+
+/// The global RoPE and, where the config gives one, the sliding-window layers' own, from either
+/// layout transformers writes:
+/// - 4.x: top-level `rope_theta` and `rope_scaling` (Gemma 3: `rope_local_base_freq` for the
+///   local layers, read by the caller);
+/// - 5.x: `rope_parameters`, one setting with its `rope_theta`, or (Gemma 3) one per layer type
+///   under `full_attention` and `sliding_attention`.
+///
+/// Every field that changes the rotation is read; a type or parameter pstat does not implement
+/// is an error naming it, never a fallback to the default.
+fn rope_settings(
+    config: &Config,
+    arch: Arch,
+) -> Result<(RopeSetting, Option<RopeSetting>), HfError> {
+    let default_theta = if arch == Arch::Gemma3 { 1e6 } else { 1e4 };
+    let Some(params) = config.get("rope_parameters") else {
+        let theta = config.positive_or("rope_theta", Some(default_theta))?;
+        let global = match config.get("rope_scaling") {
+            Some(scaling) => rope_setting(config, "rope_scaling", scaling, Some(theta))?,
+            None => RopeSetting {
+                field: "rope_theta",
+                theta,
+                scaling: RopeScaling::None,
+            },
+        };
+        return Ok((global, None));
+    };
+    // A 4.x field next to the 5.x ones must not say something else.
+    config.require(
+        "rope_scaling",
+        config.get("rope_scaling").is_none(),
+        "rope_parameters holds the RoPE settings; a second place for them is ambiguous",
+    )?;
+    let per_type = ["full_attention", "sliding_attention"]
+        .iter()
+        .any(|t| params.get(t).is_some());
+    let (global, local) = if per_type {
+        let global = match params.get("full_attention") {
+            Some(p) => rope_setting(config, "rope_parameters.full_attention", p, None)?,
+            None => {
+                return Err(config.field_error(
+                    "rope_parameters.full_attention",
+                    "is missing (rope_parameters is given per layer type)",
+                ));
+            }
+        };
+        let local = params
+            .get("sliding_attention")
+            .map(|p| rope_setting(config, "rope_parameters.sliding_attention", p, None))
+            .transpose()?;
+        (global, local)
+    } else {
+        (rope_setting(config, "rope_parameters", params, None)?, None)
+    };
+    if let Some(theta) = config.get("rope_theta") {
+        config.require(
+            "rope_theta",
+            theta.as_f64() == Some(global.theta),
+            &format!(
+                "differs from {}.rope_theta = {}",
+                global.field, global.theta
+            ),
+        )?;
+    }
+    Ok((global, local))
+}
+
+/// One RoPE object (`rope_scaling` of 4.x, an entry of `rope_parameters` of 5.x); `theta` is
+/// given for 4.x, where the base lives outside the object.
+fn rope_setting(
+    config: &Config,
+    field: &'static str,
+    params: &Json,
+    theta: Option<f64>,
+) -> Result<RopeSetting, HfError> {
+    let bad = |key: &str, detail: String| config.field_error(&format!("{field}.{key}"), detail);
+    if !params.is_object() {
+        return Err(config.field_error(field, format!("should be an object, found {params}")));
+    }
+    let number = |key: &str| -> Result<f64, HfError> {
+        match params.get(key) {
+            None | Some(Json::Null) => Err(bad(key, "is missing".into())),
+            Some(v) => v
+                .as_f64()
+                .filter(|x| *x > 0.0 && x.is_finite())
+                .ok_or_else(|| bad(key, format!("should be a positive number, found {v}"))),
+        }
+    };
+    let theta = match theta {
+        Some(theta) => theta,
+        None => number("rope_theta")?,
+    };
+    let type_key = if params.get("rope_type").is_some() {
+        "rope_type"
+    } else {
+        "type"
+    };
+    let kind = match params.get(type_key) {
+        None | Some(Json::Null) => "default",
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| bad(type_key, format!("should be a string, found {v}")))?,
+    };
+    if let Some(v) = params.get("partial_rotary_factor").filter(|v| !v.is_null()) {
+        if v.as_f64() != Some(1.0) {
+            return Err(bad(
+                "partial_rotary_factor",
+                format!("is {v}: RoPE is implemented over whole heads"),
+            ));
+        }
+    }
+    let scaling = match kind {
+        "default" => RopeScaling::None,
+        "linear" => RopeScaling::Linear(number("factor")?),
+        "llama3" => {
+            let (low, high) = (number("low_freq_factor")?, number("high_freq_factor")?);
+            if high <= low {
+                return Err(bad(
+                    "high_freq_factor",
+                    format!("is {high}, it must exceed low_freq_factor {low}"),
+                ));
+            }
+            RopeScaling::Llama3 {
+                factor: number("factor")?,
+                low_freq_factor: low,
+                high_freq_factor: high,
+                original_context: number("original_max_position_embeddings")?,
+            }
+        }
+        other => {
+            return Err(bad(
+                type_key,
+                format!("is `{other}`: pstat implements the RoPE types {ROPE_TYPES}"),
+            ));
+        }
+    };
+    Ok(RopeSetting {
+        field,
+        theta,
+        scaling,
+    })
 }
 
 /// Gemma 2/3's local/global layout as a period: `layer_types` (newer configs) or
@@ -851,6 +1179,47 @@ impl SafeTensors {
         self
     }
 
+    /// Refuses tensors the model would not read: a config with fewer layers than the weights,
+    /// an `lm_head.weight` next to tied embeddings, anything else unknown. Tensors transformers
+    /// also skips are allowed: RoPE buffers of old checkpoints and, in a multimodal checkpoint,
+    /// the vision tower and its projector.
+    fn all_accounted_for(
+        &self,
+        names: &HashMap<String, Mapped>,
+        config: &Config,
+        multimodal: bool,
+    ) -> Result<(), HfError> {
+        let read: BTreeSet<&str> = names.values().map(|m| m.hf_name.as_str()).collect();
+        let skipped = |name: &str| {
+            name.ends_with(".rotary_emb.inv_freq")
+                || (multimodal
+                    && ["vision_tower.", "multi_modal_projector."]
+                        .iter()
+                        .any(|p| name.starts_with(p) || name.starts_with(&format!("model.{p}"))))
+        };
+        let mut unread: Vec<&str> = self
+            .routing
+            .keys()
+            .map(String::as_str)
+            .filter(|name| !read.contains(name) && !skipped(name))
+            .collect();
+        if unread.is_empty() {
+            return Ok(());
+        }
+        unread.sort_unstable();
+        let shown: Vec<String> = unread.iter().take(3).map(|n| format!("`{n}`")).collect();
+        Err(HfError::Weights {
+            path: self.router.clone(),
+            detail: format!(
+                "{} tensor(s) that {}{CONFIG} does not account for ({}{}): check                  num_hidden_layers, tie_word_embeddings and architectures",
+                unread.len(),
+                config.section,
+                shown.join(", "),
+                if unread.len() > 3 { ", ..." } else { "" }
+            ),
+        })
+    }
+
     /// Whether the folder holds Hugging Face tensor `hf_name`.
     fn has_hf(&self, hf_name: &str) -> bool {
         self.routing.contains_key(hf_name)
@@ -1139,7 +1508,7 @@ mod tests {
         let folder = HfFolder::open(dir.path()).unwrap();
         let embedding = vocab * 64 * 2;
         assert!(folder.weight_bytes() > embedding && folder.weight_bytes() < embedding + (1 << 20));
-        let config = folder.metadata().config().unwrap();
+        let config = folder.config().unwrap();
         let mut estimate = crate::memory::MemoryEstimate::of(folder.metadata(), &config);
         estimate.weights = folder.weight_bytes();
         let err = estimate.check(64 << 30).unwrap_err().0;

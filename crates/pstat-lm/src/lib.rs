@@ -27,7 +27,7 @@ pub mod score;
 pub mod tokenizer;
 pub mod weights;
 
-pub use gguf::{Arch, GgufError, GgufFile, ModelConfig};
+pub use gguf::{Arch, Gelu, GgufError, GgufFile, ModelConfig};
 pub use model::PrefixCache;
 pub use model::ops::kernel_isa;
 pub use runtime::{LanguageModel, LmError, NextToken, OptionScores, option_token_ids};

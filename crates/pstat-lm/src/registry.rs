@@ -928,7 +928,7 @@ pub fn describe(name: &str, source: &ModelSource) -> Result<ModelInfo, crate::Lm
     let (config, own_name, weight_type, chat) = match source {
         ModelSource::HfFolder(dir) => {
             let folder = crate::hf::HfFolder::open(dir)?;
-            let config = folder.metadata().config().map_err(ModelError::from)?;
+            let config = folder.config().map_err(ModelError::from)?;
             let name = folder
                 .metadata()
                 .opt_str("general.name")

@@ -98,7 +98,7 @@ impl LanguageModel {
     pub fn load(path: &Path) -> Result<Self, LmError> {
         if hf::is_folder(path) {
             let mut folder = HfFolder::open(path)?;
-            let config = folder.metadata().config().map_err(ModelError::from)?;
+            let config = folder.config().map_err(ModelError::from)?;
             let mut estimate = MemoryEstimate::of(folder.metadata(), &config);
             // The folder's metadata view does not record stored types; the safetensors
             // headers do.

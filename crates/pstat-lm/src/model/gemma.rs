@@ -18,7 +18,13 @@ pub fn blocks(loader: &mut Loader, config: &ModelConfig) -> Result<Vec<Block>, M
     (0..config.n_layers)
         .map(|layer| {
             let options = AttentionOptions::global(config, RopeStyle::Neox);
-            Block::load(loader, layer, config, options, GatedActivation::GeluTanh)
+            Block::load(
+                loader,
+                layer,
+                config,
+                options,
+                GatedActivation::GeluTanh(config.gelu),
+            )
         })
         .collect()
 }

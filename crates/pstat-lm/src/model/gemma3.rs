@@ -60,7 +60,12 @@ impl Block {
             attn: SelfAttention::load(loader, layer, config, options)?,
             post_attn_norm: loader.vector(&name("post_attention_norm.weight"), h)?,
             ffn_norm: loader.vector(&name("ffn_norm.weight"), h)?,
-            mlp: GatedMlp::load(loader, layer, config, GatedActivation::GeluTanh)?,
+            mlp: GatedMlp::load(
+                loader,
+                layer,
+                config,
+                GatedActivation::GeluTanh(config.gelu),
+            )?,
             post_ffw_norm: loader.vector(&name("post_ffw_norm.weight"), h)?,
             eps: config.rms_eps,
         })

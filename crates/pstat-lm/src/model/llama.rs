@@ -23,7 +23,7 @@ use crate::gguf::ModelConfig;
 pub fn blocks(loader: &mut Loader, config: &ModelConfig) -> Result<Vec<Block>, ModelError> {
     (0..config.n_layers)
         .map(|layer| {
-            let options = AttentionOptions::global(config, RopeStyle::Interleaved);
+            let options = AttentionOptions::local_or_global(config, layer, RopeStyle::Interleaved);
             Block::load(loader, layer, config, options, GatedActivation::Silu)
         })
         .collect()

@@ -7,6 +7,7 @@
 //! vectorises, compiled twice: for the baseline target and for AVX2+FMA, picked at run time
 //! (the same run-time dispatch candle and gemm use, so the binary stays portable).
 
+use crate::gguf::Gelu;
 use gemm::Parallelism;
 use rayon::prelude::*;
 
@@ -356,8 +357,9 @@ impl RopeTable {
 pub enum GatedActivation {
     /// SiLU (Llama, Qwen).
     Silu,
-    /// GELU with the tanh approximation (Gemma).
-    GeluTanh,
+    /// GELU with the tanh approximation (Gemma), evaluated as the model's format's reference
+    /// does.
+    GeluTanh(Gelu),
 }
 
 /// Applies `act(gate) · up` to rows laid out as `[gate (ffn) | up (ffn)]` (the fused
@@ -445,7 +447,12 @@ fn gated_body(out: &mut [f32], gate: &[f32], up: &[f32], act: GatedActivation) {
                 *o = g / (1.0 + exp_poly(-g)) * u;
             }
         }
-        GatedActivation::GeluTanh => {
+        GatedActivation::GeluTanh(Gelu::F32) => {
+            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+                *o = gelu_tanh(g) * u;
+            }
+        }
+        GatedActivation::GeluTanh(Gelu::F16Table) => {
             let table = gelu_f16_table();
             for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
                 *o = if g <= -10.0 {
@@ -467,16 +474,21 @@ fn gated_body(out: &mut [f32], gate: &[f32], up: &[f32], act: GatedActivation) {
 fn gelu_f16_table() -> &'static [f32] {
     static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
-        const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-        const COEF_A: f32 = 0.044_715;
         (0..=u16::MAX)
             .map(|bits| {
-                let x = half::f16::from_bits(bits).to_f32();
-                let gelu = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh());
-                half::f16::from_f32(gelu).to_f32()
+                half::f16::from_f32(gelu_tanh(half::f16::from_bits(bits).to_f32())).to_f32()
             })
             .collect()
     })
+}
+
+/// GELU-tanh in f32: 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), torch's
+/// `gelu(approximate="tanh")`, which transformers runs for Gemma.
+#[inline(always)]
+fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const COEF_A: f32 = 0.044_715;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
 }
 
 #[cfg(target_arch = "x86_64")]
