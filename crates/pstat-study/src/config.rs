@@ -39,6 +39,12 @@ pub struct RunConfig {
     pub condition: Vec<Condition>,
     /// Bootstrap resamples for every interval.
     pub bootstrap_resamples: usize,
+    /// How the models' products are computed: `f32` (the default, exact) or `q8` (activations
+    /// quantized to 8 bits per block, integer kernels; docs/BENCHMARKS.md). Written to the
+    /// config (and so to its hash) only when not the default: another precision is another
+    /// study.
+    #[serde(skip_serializing_if = "is_default")]
+    pub precision: pstat_lm::Precision,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -299,6 +305,7 @@ impl Default for RunConfig {
             clustering: Clustering::default(),
             condition: Vec::new(),
             bootstrap_resamples: 1000,
+            precision: pstat_lm::Precision::F32,
         }
     }
 }
