@@ -174,8 +174,9 @@ pub struct Manifest {
     /// sha256 of the GGUF file, when a model was involved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_sha256: Option<String>,
-    /// SIMD family of the f32 kernels that ran the model (`pstat_lm::kernel_isa`): machines
-    /// with another family reproduce the results only up to float rounding.
+    /// Kernels that ran the model (`LanguageModel::kernel_isa`): the f32 kernels' SIMD family,
+    /// plus `q8 <instruction set>` under the q8 precision. Machines with another family
+    /// reproduce the results only up to float rounding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_isa: Option<String>,
     pub seed: u64,

@@ -9,18 +9,19 @@
 //! wall time on a shared machine) and its peak resident memory (VmHWM of each process: the
 //! Python process's `ru_maxrss` would include this one's memory, carried across exec).
 //! `--tokenizer` tokenizes with another GGUF's tokenizer (any ids of the model's vocabulary
-//! cost the same).
+//! cost the same). `--precision f32,q8` measures pstat in each precision listed, one after the
+//! other in the same run (peak memory reset in between), against one llama.cpp measurement.
 //!
 //! cargo run --release -p pstat-lm --example bench -- [--model NAME|PATH] [--threads 2]
 //!     [--python /path/to/python-with-llama_cpp] [--recompute 20] [--tokenizer NAME|PATH]
-//!     [--prefill 512] [--tests 500]
+//!     [--prefill 512] [--tests 500] [--precision f32[,q8]]
 //!
 //! `--prefill` and `--tests` shrink (a) and (b) for models too slow to run them whole on a
 //! small machine; tokens/s depends on the context and the shapes, not on how many statements.
 
 use pstat_data::load::{DataRoot, load_all};
 use pstat_lm::tokenizer::Tokenizer;
-use pstat_lm::{GgufFile, LanguageModel};
+use pstat_lm::{GgufFile, LanguageModel, Precision};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -37,6 +38,7 @@ struct Args {
     tokenizer: Option<String>,
     prefill: usize,
     tests: usize,
+    precisions: Vec<Precision>,
 }
 
 fn parse_args() -> Args {
@@ -48,6 +50,7 @@ fn parse_args() -> Args {
         tokenizer: None,
         prefill: 512,
         tests: 500,
+        precisions: vec![Precision::F32],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -60,6 +63,12 @@ fn parse_args() -> Args {
             "--tokenizer" => args.tokenizer = Some(value),
             "--prefill" => args.prefill = value.parse().expect("--prefill takes a number"),
             "--tests" => args.tests = value.parse().expect("--tests takes a number"),
+            "--precision" => {
+                args.precisions = value
+                    .split(',')
+                    .map(|p| p.parse().expect("--precision takes f32 and/or q8"))
+                    .collect()
+            }
             other => panic!("unknown argument {other}"),
         }
     }
@@ -73,7 +82,6 @@ fn main() {
         .build_global()
         .expect("rayon pool");
     let path = pstat_lm::registry::resolve(&args.model).expect("model resolves");
-    let lm = LanguageModel::load(&path).expect("model loads");
     let tokenizer_path = match &args.tokenizer {
         Some(name) => pstat_lm::registry::resolve(name).expect("tokenizer model resolves"),
         None => path.clone(),
@@ -103,56 +111,61 @@ fn main() {
         .flat_map(|o| encode(&format!(" {o}"), false))
         .collect();
 
-    let layer = lm.n_layers() / 2;
-    let prefill_tokens: usize = statements.iter().map(|s| s.len()).sum();
-    let cpu_start = cpu_seconds();
-    let start = Instant::now();
-    lm.hidden_states(&statements, &[layer]).unwrap();
-    let prefill = prefill_tokens as f64 / start.elapsed().as_secs_f64();
-    let prefill_cpu = prefill_tokens as f64 / (cpu_seconds() - cpu_start);
-    let start = Instant::now();
-    lm.hidden_states(&statements, &[lm.n_layers()]).unwrap();
-    let prefill_full = prefill_tokens as f64 / start.elapsed().as_secs_f64();
-
-    let scoring_tokens: usize = suffixes.iter().map(|s| s.len()).sum();
-    let cpu_start = cpu_seconds();
-    let start = Instant::now();
-    let cache = lm.prefix(&prefix).unwrap();
-    lm.next_token_logprobs(Some(&cache), &suffixes, &options)
-        .unwrap();
-    let scoring_secs = start.elapsed().as_secs_f64();
-    let scoring = scoring_tokens as f64 / scoring_secs;
-    let scoring_cpu = scoring_tokens as f64 / (cpu_seconds() - cpu_start);
-    let peak = peak_rss_mib();
-
-    println!("model: {} ({})", args.model, lm.sha256());
+    println!("model: {}", args.model);
     println!("threads: {}", args.threads);
-    println!(
-        "(a) prefill {n_prefill} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s, {prefill_cpu:.0} tok/CPU-s (all {} layers: {prefill_full:.0} tok/s)",
-        lm.n_layers(),
-        lm.n_layers()
-    );
-    println!(
-        "(b) score {n_tests} statements ({scoring_tokens} tokens) after a {}-token context: pstat {scoring:.0} tok/s, {scoring_cpu:.0} tok/CPU-s",
-        prefix.len()
-    );
-    println!("pstat peak resident memory: {peak:.0} MiB");
-    if args.recompute > 0 {
-        prefix_reuse(
-            &lm,
-            &prefix,
-            &suffixes,
-            &options,
-            args.recompute,
-            scoring_secs,
+    let mut measured = Vec::new();
+    for &precision in &args.precisions {
+        reset_peak_rss();
+        let lm = LanguageModel::load_with(&path, precision).expect("model loads");
+        let layer = lm.n_layers() / 2;
+        let prefill_tokens: usize = statements.iter().map(|s| s.len()).sum();
+        let cpu_start = cpu_seconds();
+        let start = Instant::now();
+        lm.hidden_states(&statements, &[layer]).unwrap();
+        let prefill = prefill_tokens as f64 / start.elapsed().as_secs_f64();
+        let prefill_cpu = prefill_tokens as f64 / (cpu_seconds() - cpu_start);
+        let start = Instant::now();
+        lm.hidden_states(&statements, &[lm.n_layers()]).unwrap();
+        let prefill_full = prefill_tokens as f64 / start.elapsed().as_secs_f64();
+
+        let scoring_tokens: usize = suffixes.iter().map(|s| s.len()).sum();
+        let cpu_start = cpu_seconds();
+        let start = Instant::now();
+        let cache = lm.prefix(&prefix).unwrap();
+        lm.next_token_logprobs(Some(&cache), &suffixes, &options)
+            .unwrap();
+        let scoring_secs = start.elapsed().as_secs_f64();
+        let scoring = scoring_tokens as f64 / scoring_secs;
+        let scoring_cpu = scoring_tokens as f64 / (cpu_seconds() - cpu_start);
+        let peak = peak_rss_mib();
+
+        println!(
+            "precision {precision} ({}), model sha256 {}",
+            lm.kernel_isa(),
+            lm.sha256()
         );
-    }
-    if let Some(python) = &args.python {
-        compare_llama_cpp(
-            python,
-            &path,
-            args.threads,
-            (&statements, &prefix, &suffixes),
+        println!(
+            "(a) prefill {n_prefill} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s, {prefill_cpu:.0} tok/CPU-s (all {} layers: {prefill_full:.0} tok/s)",
+            lm.n_layers(),
+            lm.n_layers()
+        );
+        println!(
+            "(b) score {n_tests} statements ({scoring_tokens} tokens) after a {}-token context: pstat {scoring:.0} tok/s, {scoring_cpu:.0} tok/CPU-s",
+            prefix.len()
+        );
+        println!("pstat peak resident memory: {peak:.0} MiB");
+        if args.recompute > 0 {
+            prefix_reuse(
+                &lm,
+                &prefix,
+                &suffixes,
+                &options,
+                args.recompute,
+                scoring_secs,
+            );
+        }
+        measured.push((
+            precision,
             [
                 prefill,
                 prefill_full,
@@ -161,6 +174,15 @@ fn main() {
                 scoring_cpu,
                 peak,
             ],
+        ));
+    }
+    if let Some(python) = &args.python {
+        compare_llama_cpp(
+            python,
+            &path,
+            args.threads,
+            (&statements, &prefix, &suffixes),
+            &measured,
         );
     } else {
         println!(
@@ -195,23 +217,15 @@ fn prefix_reuse(
 }
 
 /// Runs tools/bench/llama_cpp_bench.py on the same token ids and threads, prints its figures
-/// and pstat's ratios to them. `ours`: prefill, prefill of all layers, scoring (tok/s),
-/// prefill and scoring (tok/CPU-s), peak RSS (MiB).
+/// and pstat's ratios to them, per precision measured. `ours`: prefill, prefill of all layers,
+/// scoring (tok/s), prefill and scoring (tok/CPU-s), peak RSS (MiB).
 fn compare_llama_cpp(
     python: &str,
     path: &std::path::Path,
     threads: usize,
     (statements, prefix, suffixes): (&[Vec<u32>], &[u32], &[Vec<u32>]),
-    ours: [f64; 6],
+    ours: &[(Precision, [f64; 6])],
 ) {
-    let [
-        prefill,
-        prefill_full,
-        scoring,
-        prefill_cpu,
-        scoring_cpu,
-        peak,
-    ] = ours;
     let dir = tempfile::tempdir().unwrap();
     let workload = dir.path().join("workload.json");
     let json =
@@ -258,15 +272,28 @@ fn compare_llama_cpp(
     println!(
         "llama.cpp per CPU-second: (a) {lp_cpu:.0} tok/CPU-s, (b) {ls_cpu:.0} tok/CPU-s; peak resident memory: {their_peak:.0} MiB"
     );
-    println!(
-        "ratio pstat/llama.cpp: (a) {:.2}x (all layers: {:.2}x), (b) {:.2}x; per CPU-second (a) {:.2}x, (b) {:.2}x; peak memory {:.2}x",
-        prefill / lp,
-        prefill_full / lp,
-        scoring / ls,
-        prefill_cpu / lp_cpu,
-        scoring_cpu / ls_cpu,
-        peak / their_peak
-    );
+    for (
+        precision,
+        [
+            prefill,
+            prefill_full,
+            scoring,
+            prefill_cpu,
+            scoring_cpu,
+            peak,
+        ],
+    ) in ours
+    {
+        println!(
+            "ratio pstat {precision}/llama.cpp: (a) {:.2}x (all layers: {:.2}x), (b) {:.2}x; per CPU-second (a) {:.2}x, (b) {:.2}x; peak memory {:.2}x",
+            prefill / lp,
+            prefill_full / lp,
+            scoring / ls,
+            prefill_cpu / lp_cpu,
+            scoring_cpu / ls_cpu,
+            peak / their_peak
+        );
+    }
 }
 
 /// User + system CPU seconds of this process so far (all threads), from /proc/self/stat.
@@ -283,6 +310,12 @@ fn cpu_seconds() -> f64 {
     };
     // USER_HZ, 100 on every Linux configuration the kernel exposes to user space.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Resets this process's peak resident set to its current one (Linux `clear_refs` 5), so
+/// that each precision's peak is its own.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// Peak resident set of this process (VmHWM of /proc/self/status), MiB.

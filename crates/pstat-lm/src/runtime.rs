@@ -5,6 +5,7 @@
 use crate::gguf::{GgufFile, ModelConfig};
 use crate::hf::{self, HfError, HfFolder};
 use crate::memory::{self, MemoryEstimate};
+use crate::model::q8::{self, Precision};
 use crate::model::{FinalRows, ForwardPlan, Model, ModelError, PrefixCache};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -77,6 +78,7 @@ pub struct LanguageModel {
     model: Model,
     path: PathBuf,
     sha256: String,
+    precision: Precision,
 }
 
 /// Refuses a model whose estimate exceeds the memory available (where that can be read).
@@ -96,6 +98,11 @@ impl LanguageModel {
     /// Loads a GGUF file or a Hugging Face folder (weight matrices kept in their stored types),
     /// after checking that it fits in the memory available.
     pub fn load(path: &Path) -> Result<Self, LmError> {
+        Self::load_with(path, Precision::F32)
+    }
+
+    /// [`LanguageModel::load`], its products computed in `precision`.
+    pub fn load_with(path: &Path, precision: Precision) -> Result<Self, LmError> {
         if hf::is_folder(path) {
             let mut folder = HfFolder::open(path)?;
             let config = folder.config().map_err(ModelError::from)?;
@@ -104,22 +111,39 @@ impl LanguageModel {
             // headers do.
             estimate.weights = folder.weight_bytes();
             fits(path, &estimate)?;
-            let model = Model::load_from(config, folder.tensors())?;
+            let model = Model::load_from(config, folder.tensors(), precision)?;
             return Ok(Self {
                 model,
                 path: path.to_path_buf(),
                 sha256: files_sha256(&folder.files())?,
+                precision,
             });
         }
         let file = GgufFile::open(path).map_err(ModelError::from)?;
         let config = file.config().map_err(ModelError::from)?;
         fits(path, &MemoryEstimate::of(&file, &config))?;
-        let model = Model::load(&file)?;
+        let model = Model::load(&file, precision)?;
         Ok(Self {
             model,
             path: path.to_path_buf(),
             sha256: file_sha256(path)?,
+            precision,
         })
+    }
+
+    /// How the model's products are computed.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// The kernels that run this model, for manifests: the f32 kernels' SIMD family
+    /// ([`crate::kernel_isa`]), and under `q8` the integer kernels' instruction set too (results
+    /// are bit-identical only between machines that agree on it).
+    pub fn kernel_isa(&self) -> String {
+        match self.precision {
+            Precision::F32 => crate::kernel_isa().to_string(),
+            Precision::Q8 => format!("{}; q8 {}", crate::kernel_isa(), q8::kernel_isa()),
+        }
     }
 
     pub fn config(&self) -> &ModelConfig {

@@ -354,7 +354,7 @@ pub fn export(
     let study = Study::preview(config, out)?;
     let mut written = Vec::new();
     for name in &study.config.models {
-        let model = LoadedModel::load(name)?;
+        let model = LoadedModel::load(name, study.config.precision)?;
         for &domain in &study.config.domains {
             let layers = export_layers(&study, &model, domain)?;
             let data = study.data(domain);

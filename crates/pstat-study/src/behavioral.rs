@@ -94,7 +94,7 @@ fn record_server(cell: &Cell, config: &ServerConfig, model_id: &str) -> anyhow::
                 format!("behavioral server {}", cell.model.name),
                 cell.domain,
             )
-            .with_model(cell.model.lm.sha256(), pstat_lm::kernel_isa()),
+            .with_model(cell.model.lm.sha256(), &cell.model.lm.kernel_isa()),
         &path,
     )
 }

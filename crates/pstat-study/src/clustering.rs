@@ -156,7 +156,7 @@ fn run(
             write_manifest(
                 &study
                     .manifest(format!("clusters {} {domain}", model.name), domain)
-                    .with_model(model.lm.sha256(), pstat_lm::kernel_isa()),
+                    .with_model(model.lm.sha256(), &model.lm.kernel_isa()),
                 &result_path,
             )?;
             stored

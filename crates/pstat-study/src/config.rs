@@ -47,6 +47,12 @@ pub struct RunConfig {
     /// of a config without it is unchanged.
     #[serde(skip_serializing_if = "Protocol::is_paper")]
     pub protocol: Protocol,
+    /// How the models' products are computed: `f32` (the default, exact) or `q8` (activations
+    /// quantized to 8 bits per block, integer kernels; docs/BENCHMARKS.md). Written to the
+    /// config (and so to its hash) only when not the default: another precision is another
+    /// study.
+    #[serde(skip_serializing_if = "is_default")]
+    pub precision: pstat_lm::Precision,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -313,6 +319,7 @@ impl Default for RunConfig {
             condition: Vec::new(),
             bootstrap_resamples: 1000,
             protocol: Protocol::Paper,
+            precision: pstat_lm::Precision::F32,
         }
     }
 }

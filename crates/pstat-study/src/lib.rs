@@ -148,7 +148,8 @@ fn run(
             continue;
         }
         tracker.stage(&format!("model {name}"));
-        let model = LoadedModel::load(name).with_context(|| format!("loading model `{name}`"))?;
+        let model = LoadedModel::load(name, study.config.precision)
+            .with_context(|| format!("loading model `{name}`"))?;
         for domain in domains {
             let cell = Cell {
                 study: &study,

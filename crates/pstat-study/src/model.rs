@@ -27,7 +27,8 @@ pub fn display_name(name_or_path: &str) -> String {
 }
 
 impl LoadedModel {
-    pub fn load(name_or_path: &str) -> anyhow::Result<Self> {
+    /// Loads a registry model or a file, its products computed in `precision`.
+    pub fn load(name_or_path: &str, precision: pstat_lm::Precision) -> anyhow::Result<Self> {
         let path = pstat_lm::registry::resolve(name_or_path)?;
         let name = if pstat_lm::registry::find(name_or_path).is_some() {
             name_or_path.to_string()
@@ -37,7 +38,7 @@ impl LoadedModel {
                 |s| s.to_string_lossy().into_owned(),
             )
         };
-        let lm = LanguageModel::load(&path)?;
+        let lm = LanguageModel::load_with(&path, precision)?;
         let encoder = StatementEncoder::for_model(&lm)?;
         Ok(LoadedModel { name, lm, encoder })
     }
@@ -64,7 +65,12 @@ impl LoadedModel {
     }
 
     /// Identifies the input format (plain, or chat with the template's hash) for cache keys.
+    /// Activations under another precision are other numbers, so `q8` is part of the key
+    /// (f32 keys are as before, so existing caches stay valid).
     pub fn input_signature(&self) -> String {
-        self.encoder.signature()
+        match self.lm.precision() {
+            pstat_lm::Precision::F32 => self.encoder.signature(),
+            precision => format!("{} precision={precision}", self.encoder.signature()),
+        }
     }
 }

@@ -114,7 +114,7 @@ impl Stage for Representational {
                     write_manifest(
                         &study
                             .manifest(format!("{probe} layer {layer} {domain}"), *domain)
-                            .with_model(model.lm.sha256(), pstat_lm::kernel_isa()),
+                            .with_model(model.lm.sha256(), &model.lm.kernel_isa()),
                         &path,
                     )?;
                     unit

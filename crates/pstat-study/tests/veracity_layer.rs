@@ -12,7 +12,7 @@ fn the_selected_layer_is_stable_under_a_change_of_training_sample() {
     let mut config = RunConfig::default();
     config.representational.selection_calibration = Some(800);
     let study = Study::open(config, out.path()).unwrap();
-    let model = LoadedModel::load("smollm2-135m-instruct").unwrap();
+    let model = LoadedModel::load("smollm2-135m-instruct", pstat_lm::Precision::F32).unwrap();
     let domain = Domain::CityLocations;
     let train = study.train_ids(domain);
     let n = study.config.representational.selection_statements;

@@ -61,6 +61,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
                 domain,
                 config: None,
                 out: args.run_out,
+                precision: None,
             },
             labeler: args.labeler,
         });

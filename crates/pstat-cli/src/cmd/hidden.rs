@@ -30,11 +30,15 @@ pub struct HiddenArgs {
     /// Store values as f16 (half the size) instead of f32.
     #[arg(long)]
     f16: bool,
+    /// Products in `f32` (exact, the default) or `q8` (8-bit activations, integer kernels;
+    /// faster, approximate: docs/BENCHMARKS.md).
+    #[arg(long, default_value = "f32")]
+    precision: pstat_lm::Precision,
 }
 
 pub fn run(args: HiddenArgs) -> anyhow::Result<()> {
     let path = pstat_lm::registry::resolve(&args.model)?;
-    let lm = LanguageModel::load(&path)?;
+    let lm = LanguageModel::load_with(&path, args.precision)?;
     let tokenizer = Tokenizer::load(&path)?;
     let text = std::fs::read_to_string(&args.input)
         .with_context(|| format!("reading {}", args.input.display()))?;

@@ -20,6 +20,10 @@ pub struct RunArgs {
     /// Domains to run, overriding the config.
     #[arg(long, value_delimiter = ',')]
     domains: Vec<Domain>,
+    /// `f32` or `q8`, overriding the config's `precision` (another precision is another
+    /// study: its config hash differs).
+    #[arg(long)]
+    precision: Option<pstat_lm::Precision>,
     /// The documented small preset (see README): first model, subsampled statements, K = 20,
     /// veracity layer only.
     #[arg(long)]
@@ -60,6 +64,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if !args.domains.is_empty() {
         config.domains = args.domains.clone();
+    }
+    if let Some(precision) = args.precision {
+        config.precision = precision;
     }
     if args.dry_run {
         let plan = pstat_study::dry_run(config, &args.out)?;

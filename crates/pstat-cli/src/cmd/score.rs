@@ -19,6 +19,10 @@ pub struct ScoreArgs {
     /// JSON lines of prompts.
     #[arg(long)]
     input: PathBuf,
+    /// Products in `f32` (exact, the default) or `q8` (8-bit activations, integer kernels;
+    /// faster, approximate: docs/BENCHMARKS.md).
+    #[arg(long, default_value = "f32")]
+    precision: pstat_lm::Precision,
 }
 
 pub fn run(args: ScoreArgs) -> anyhow::Result<()> {
@@ -37,7 +41,7 @@ pub fn run(args: ScoreArgs) -> anyhow::Result<()> {
         .into_iter()
         .unzip();
     let path = pstat_lm::registry::resolve(&args.model)?;
-    let lm = LanguageModel::load(&path)?;
+    let lm = LanguageModel::load_with(&path, args.precision)?;
     let scored = score_prompts(&lm, &path, &prompts).map_err(|e| match e.prompt() {
         Some(i) => anyhow::Error::new(e).context(format!("{input}:{}", lines[i])),
         None => e.into(),

@@ -25,12 +25,19 @@ pub struct Target {
     /// Output folder.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
+    /// `f32` or `q8`, overriding the config's `precision`.
+    #[arg(long)]
+    pub precision: Option<pstat_lm::Precision>,
 }
 
 impl Target {
     /// The config with this model and domain and every stage off.
     pub fn base(&self) -> anyhow::Result<RunConfig> {
-        RunConfig::stage_preset(self.config.as_deref(), &self.model, self.domain)
+        let mut c = RunConfig::stage_preset(self.config.as_deref(), &self.model, self.domain)?;
+        if let Some(precision) = self.precision {
+            c.precision = precision;
+        }
+        Ok(c)
     }
 }
 
@@ -78,6 +85,10 @@ pub struct ExtractArgs {
     /// Data folder laid out like the repo's data/ (default: the bundled data).
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Products in `f32` (exact, the default) or `q8` (8-bit activations, integer kernels;
+    /// faster, approximate: docs/BENCHMARKS.md).
+    #[arg(long, default_value = "f32")]
+    precision: pstat_lm::Precision,
 }
 
 /// `pstat extract`: every token's residual stream of every statement of a domain, cached as
@@ -85,7 +96,7 @@ pub struct ExtractArgs {
 pub fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     let root = pstat_data::DataRoot::open(args.data.as_deref())?;
     let data = pstat_data::load_domain(&root, args.domain)?;
-    let model = pstat_study::LoadedModel::load(&args.model)?;
+    let model = pstat_study::LoadedModel::load(&args.model, args.precision)?;
     let ids: Vec<String> = data.statements.iter().map(|s| s.id.clone()).collect();
     let acts = pstat_study::activations::cached_activations(
         &model,

@@ -6,8 +6,8 @@
 //! `d1 = d·sc` and `m1 = dmin·m` in scalar, `(d·sc)·q` for Q6_K, `q·d` for Q8_0), each an IEEE
 //! single-precision operation without fused multiply-add, so the f32 values are bit-identical.
 
-use super::weights::Stored;
-use half::f16;
+use super::q8::{half_at, scale_min_k4};
+use super::weights::{Stored, as_bytes};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -30,19 +30,6 @@ pub(super) fn dequantize(stored: &Stored, blocks: Range<usize>, out: &mut [f32])
         }
     }
     true
-}
-
-/// The bytes of a slice of ggml blocks, as the file laid them out.
-fn as_bytes<T>(blocks: &[T]) -> &[u8] {
-    // SAFETY: ggml block types are `repr(C)` structs of f16s and byte arrays without padding,
-    // so every byte of the slice is initialised.
-    unsafe {
-        std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), std::mem::size_of_val(blocks))
-    }
-}
-
-fn half_at(bytes: &[u8], at: usize) -> f32 {
-    f16::from_bits(u16::from_le_bytes([bytes[at], bytes[at + 1]])).to_f32()
 }
 
 /// The low 8 bytes of `v` as f32 (unsigned).
@@ -118,18 +105,6 @@ unsafe fn q8_0(bytes: &[u8], out: &mut [f32]) {
                 store_mul(y.add(8 * k), i8x8_to_f32(v), d);
             }
         }
-    }
-}
-
-/// Q4_K's 6-bit scale and min of sub-block `j` (ggml's `get_scale_min_k4`).
-fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
-    if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        (
-            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
-            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
-        )
     }
 }
 

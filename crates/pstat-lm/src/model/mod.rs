@@ -18,6 +18,9 @@ pub mod gemma3;
 pub mod layers;
 pub mod llama;
 pub mod ops;
+pub mod q8;
+#[cfg(target_arch = "x86_64")]
+mod q8_x86;
 pub mod qwen2;
 pub mod weights;
 
@@ -26,7 +29,7 @@ use crate::weights::{GgufTensors, SourceError, TensorSource};
 use attention::{LayerKv, Packing};
 use candle_core::Device;
 use layers::Rope;
-use ops::{Matrix, RopeTable, linear, rms_norm, soft_cap};
+use ops::{Matrix, Precision, RopeTable, linear, rms_norm, soft_cap};
 use weights::Stored;
 
 #[derive(Debug, thiserror::Error)]
@@ -64,11 +67,21 @@ pub enum ModelError {
 /// shapes: weight matrices in their stored type, vectors (norms, biases) as f32.
 pub struct Loader<'a> {
     source: &'a mut dyn TensorSource,
+    precision: Precision,
 }
 
 impl<'a> Loader<'a> {
     pub fn new(source: &'a mut dyn TensorSource) -> Self {
-        Self { source }
+        Self {
+            source,
+            precision: Precision::F32,
+        }
+    }
+
+    /// Weight matrices read from now on multiply in `precision`.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
     }
 
     fn tensor_error(&self, name: &str, detail: String) -> ModelError {
@@ -123,7 +136,9 @@ impl<'a> Loader<'a> {
                     "tensor type {dtype:?} is not supported for weight matrices"
                 ))
             })?;
-        Matrix::from_stored(rows, cols, stored).map_err(|e| error(e.0))
+        Matrix::from_stored(rows, cols, stored)
+            .map(|m| m.with_precision(self.precision))
+            .map_err(|e| error(e.0))
     }
 
     pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
@@ -260,16 +275,18 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn load(file: &GgufFile) -> Result<Self, ModelError> {
-        Self::load_from(file.config()?, &mut GgufTensors::new(file)?)
+    pub fn load(file: &GgufFile, precision: Precision) -> Result<Self, ModelError> {
+        Self::load_from(file.config()?, &mut GgufTensors::new(file)?, precision)
     }
 
-    /// A decoder of shape `config` with the tensors of `source` (GGUF names).
+    /// A decoder of shape `config` with the tensors of `source` (GGUF names), its products
+    /// computed in `precision`.
     pub fn load_from(
         config: ModelConfig,
         source: &mut dyn TensorSource,
+        precision: Precision,
     ) -> Result<Self, ModelError> {
-        let mut loader = Loader::new(source);
+        let mut loader = Loader::new(source).with_precision(precision);
         let (vocab, hidden) = (config.vocab_size, config.hidden);
         let embeddings = loader.matrix("token_embd.weight", vocab, hidden)?;
         let lm_head = if config.tied_embeddings {

@@ -11,6 +11,7 @@ use crate::gguf::Gelu;
 use gemm::Parallelism;
 use rayon::prelude::*;
 
+pub use super::q8::Precision;
 pub use super::weights::Matrix;
 
 /// A strided view of a matrix operand for [`gemm_into`]: element (r, c) is at
@@ -161,8 +162,17 @@ unsafe fn gemm_raw(
 /// blocking (a function of k and the cache sizes) and not on how many output columns the call
 /// spans, so the result is bit-identical to dequantizing the whole weight first, provided no
 /// tile falls into gemm's small-matrix paths ([`MIN_TILE_ROWS`]).
+///
+/// A matrix of block-quantized weights marked [`Precision::Q8`] is multiplied by the integer
+/// kernels of [`super::q8`] instead.
 pub fn linear(x: &[f32], n: usize, w: &Matrix) -> Vec<f32> {
     assert_eq!(x.len(), n * w.cols, "linear input must be n × in");
+    if w.precision == Precision::Q8
+        && n > 0
+        && let Some(out) = super::q8::linear(x, n, w, super::q8::Isa::detect())
+    {
+        return out;
+    }
     let mut out = vec![0.0; n * w.rows];
     let threads = rayon::current_num_threads();
     if let Some(data) = w.as_f32() {
@@ -247,7 +257,7 @@ fn row_tiles(rows: usize, cols: usize, threads: usize) -> Vec<std::ops::Range<us
 }
 
 /// The output pointer shared by the tile tasks of one product (each writes its own columns).
-struct SharedDst(*mut f32);
+pub(super) struct SharedDst(pub(super) *mut f32);
 // SAFETY: tasks write disjoint elements through it (see `linear`), and it does not outlive
 // the borrow of the output it points into.
 unsafe impl Sync for SharedDst {}

@@ -164,7 +164,7 @@ fn tiny_model(t: Tiny, seed: u64) -> (Model, Weights) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.gguf");
     write_gguf(t, &weights, &path);
-    let model = Model::load(&GgufFile::open(&path).unwrap()).unwrap();
+    let model = Model::load(&GgufFile::open(&path).unwrap(), Precision::F32).unwrap();
     (model, weights)
 }
 

@@ -7,6 +7,7 @@
 //! the embedded models use go through kernels that compute the same values
 //! (`dequant_avx2`).
 
+use super::q8::Precision;
 use candle_core::quantized::GgmlDType;
 use candle_core::quantized::k_quants::{
     BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
@@ -100,6 +101,11 @@ impl Stored {
         with_blocks!(self, b => std::mem::size_of_val(b.as_slice()))
     }
 
+    /// The stored blocks as the file laid them out (ggml's layout of the type).
+    pub(super) fn bytes(&self) -> &[u8] {
+        with_blocks!(self, b => as_bytes(b))
+    }
+
     /// Elements `first..first + out.len()` as f32; both ends on block boundaries.
     fn dequantize_into(&self, first: usize, out: &mut [f32]) {
         let block = self.block_size();
@@ -116,6 +122,15 @@ impl Stored {
 impl std::fmt::Debug for Stored {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:?}[{}]", self.dtype(), self.n_elements())
+    }
+}
+
+/// The bytes of a slice of ggml blocks (or plain floats), as the file laid them out.
+pub(super) fn as_bytes<T>(blocks: &[T]) -> &[u8] {
+    // SAFETY: ggml block types are `repr(C)` structs of f16s and byte arrays without padding
+    // (and f32/f16/bf16 are plain numbers), so every byte of the slice is initialised.
+    unsafe {
+        std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), std::mem::size_of_val(blocks))
     }
 }
 
@@ -156,6 +171,8 @@ pub struct Matrix {
     pub rows: usize,
     pub cols: usize,
     parts: Vec<Part>,
+    /// How products with this matrix are computed ([`super::ops::linear`]).
+    pub precision: Precision,
 }
 
 impl Matrix {
@@ -190,6 +207,7 @@ impl Matrix {
                 rows,
                 data: Arc::new(data),
             }],
+            precision: Precision::F32,
         })
     }
 
@@ -203,18 +221,40 @@ impl Matrix {
             "stacked matrices need equal widths"
         );
         let rows = parts.iter().map(|p| p.rows).sum();
+        let precision = parts[0].precision;
         if parts.iter().all(|p| p.as_f32().is_some()) {
             let data = parts
                 .iter()
                 .flat_map(|p| p.as_f32().unwrap().iter().copied())
                 .collect();
-            return Self::new(rows, cols, data);
+            return Self::new(rows, cols, data).with_precision(precision);
         }
         Self {
             rows,
             cols,
             parts: parts.iter().flat_map(|p| p.parts.iter().cloned()).collect(),
+            precision,
         }
+    }
+
+    /// The same matrix, its products computed in `precision`.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// Each part's first row and stored blocks, when every part is a block quantization
+    /// (`None` if any is stored as floats).
+    pub(super) fn quantized_parts(&self) -> Option<Vec<(usize, &Stored)>> {
+        let mut first = 0;
+        self.parts
+            .iter()
+            .map(|p| {
+                let at = first;
+                first += p.rows;
+                super::q8::block_shape(&p.data).map(|_| (at, p.data.as_ref()))
+            })
+            .collect()
     }
 
     /// The elements as one f32 slice, when that is how they are stored.

@@ -1,0 +1,373 @@
+//! x86-64 kernels of the q8 products ([`super::q8`]): one weight row times up to
+//! [`GROUP`] rows of quantized activations. They compute the integer sums of every weight block
+//! with vector instructions and combine them with the scalar code's f32 operations
+//! ([`Combine`]), so their results are the scalar reference's bit for bit.
+//!
+//! The kernels are written once and compiled twice: with AVX2 (`maddubs` + `madd`, as
+//! llama.cpp's AVX2 path) and with AVX512-VNNI on 256-bit vectors (`vpdpbusd` for the u8×i8
+//! sums of four, `vpdpwssd` for the scaled sums of the K-quants), which needs fewer
+//! instructions for the same exact sums.
+
+use super::q8::{A8_0, A8K, Activations, Combine, GROUP, Isa, half_at, scale_min_k4};
+use candle_core::quantized::GgmlDType;
+use std::ops::Range;
+
+/// Runs the kernel of `dtype` for `isa`; `false` (nothing written) when there is none.
+pub(super) fn rows_dot(
+    isa: Isa,
+    dtype: GgmlDType,
+    row: &[u8],
+    acts: &Activations,
+    group: Range<usize>,
+    out: &mut [f32],
+) -> bool {
+    let a0 = || -> [&[A8_0]; GROUP] {
+        std::array::from_fn(|i| acts.q8_0[group.start + i.min(group.len() - 1)].as_slice())
+    };
+    let ak = || -> [&[A8K]; GROUP] {
+        std::array::from_fn(|i| acts.q8_k[group.start + i.min(group.len() - 1)].as_slice())
+    };
+    let n = group.len();
+    // SAFETY (every arm): the ISA was detected on this CPU ([`Isa::detect`]; the tests call
+    // only ISAs they detected). The row holds whole blocks of `dtype`, and every activation
+    // row holds as many blocks (both of the product's width); rows past the group repeat its
+    // last row and their results are dropped.
+    unsafe {
+        macro_rules! call {
+            ($f:ident, $acts:expr) => {
+                match isa {
+                    Isa::Avx2 => avx2::$f(row, $acts, &mut out[..n]),
+                    Isa::Vnni => vnni::$f(row, $acts, &mut out[..n]),
+                    Isa::Scalar => return false,
+                }
+            };
+        }
+        match dtype {
+            GgmlDType::Q8_0 => call!(q8_0, a0()),
+            GgmlDType::Q4_0 => call!(q4_0, a0()),
+            GgmlDType::Q4_1 => call!(q4_1, a0()),
+            GgmlDType::Q5_0 => call!(q5_0, a0()),
+            GgmlDType::Q5_1 => call!(q5_1, a0()),
+            GgmlDType::Q4K => call!(q4_k, ak()),
+            GgmlDType::Q5K => call!(q5_k, ak()),
+            GgmlDType::Q6K => call!(q6_k, ak()),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The kernels, for one instruction set: `$features` to compile with, `dot4(u, s)` (i32 lanes
+/// of four u8×i8 products) and `dot_scaled(acc, u, s, scales)` (`acc` plus the u8×i8 pair
+/// sums times i16 scales).
+macro_rules! kernels {
+    ($features:literal, $dot4:path, $dot_scaled:path) => {
+        use super::*;
+        use std::arch::x86_64::*;
+
+        /// Four vectors of i32 lanes summed each: `[Σv0, Σv1, Σv2, Σv3]`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn hsum4(v: [__m256i; 4]) -> [i32; 4] {
+            let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+            let s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+            let mut out = [0i32; 4];
+            // SAFETY: 16 bytes into a 4 × i32 array.
+            unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), s) };
+            out
+        }
+
+        /// 16 bytes of nibbles as 32 bytes: low nibbles (elements 0–15), then high (16–31).
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn nibbles16(p: *const u8) -> __m256i {
+            let qs = unsafe { _mm_loadu_si128(p.cast()) };
+            let mask = _mm_set1_epi8(0x0F);
+            let lo = _mm_and_si128(qs, mask);
+            let hi = _mm_and_si128(_mm_srli_epi16::<4>(qs), mask);
+            _mm256_set_m128i(hi, lo)
+        }
+
+        /// The 32 bits at `p` as 32 bytes, 0x10 where the bit is set (Q5's fifth bit).
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn fifth_bits(p: *const u8) -> __m256i {
+            let bits = unsafe { std::ptr::read_unaligned(p.cast::<u32>()) };
+            let spread = _mm256_shuffle_epi8(
+                _mm256_set1_epi32(bits as i32),
+                _mm256_set_epi64x(
+                    0x0303_0303_0303_0303,
+                    0x0202_0202_0202_0202,
+                    0x0101_0101_0101_0101,
+                    0,
+                ),
+            );
+            let set = _mm256_cmpeq_epi8(
+                _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe)),
+                _mm256_set1_epi64x(-1),
+            );
+            _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+        }
+
+        /// The 32-element types: each block's integer dot product with each row (`SIGNED`
+        /// weights through the sign trick, |w| times ±a), combined block by block.
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn blocks32<const SIGNED: bool, const MIN: bool>(
+            row: &[u8],
+            size: usize,
+            acts: [&[A8_0]; GROUP],
+            out: &mut [f32],
+            weights: impl Fn(*const u8) -> __m256i,
+        ) {
+            out.fill(0.0);
+            for (b, block) in row.chunks_exact(size).enumerate() {
+                let w = weights(block.as_ptr());
+                let u = if SIGNED { _mm256_sign_epi8(w, w) } else { w };
+                let v: [__m256i; GROUP] = std::array::from_fn(|r| {
+                    // SAFETY: 32 bytes of the block's activations.
+                    let a = unsafe { _mm256_loadu_si256(acts[r][b].qs.as_ptr().cast()) };
+                    let s = if SIGNED { _mm256_sign_epi8(a, w) } else { a };
+                    $dot4(u, s)
+                });
+                let sums = hsum4(v);
+                let (d, m) = (half_at(block, 0), half_at(block, 2));
+                for (r, o) in out.iter_mut().enumerate() {
+                    let a = &acts[r][b];
+                    *o = if MIN {
+                        Combine::scale_min(*o, d, m, a.d, sums[r], a.sum)
+                    } else {
+                        Combine::scale(*o, d, a.d, sums[r])
+                    };
+                }
+            }
+        }
+
+        #[target_feature(enable = $features)]
+        pub unsafe fn q8_0(row: &[u8], acts: [&[A8_0]; GROUP], out: &mut [f32]) {
+            unsafe {
+                blocks32::<true, false>(row, 34, acts, out, |p| _mm256_loadu_si256(p.add(2).cast()))
+            }
+        }
+
+        #[target_feature(enable = $features)]
+        pub unsafe fn q4_0(row: &[u8], acts: [&[A8_0]; GROUP], out: &mut [f32]) {
+            unsafe {
+                blocks32::<true, false>(row, 18, acts, out, |p| {
+                    _mm256_sub_epi8(nibbles16(p.add(2)), _mm256_set1_epi8(8))
+                })
+            }
+        }
+
+        #[target_feature(enable = $features)]
+        pub unsafe fn q4_1(row: &[u8], acts: [&[A8_0]; GROUP], out: &mut [f32]) {
+            unsafe { blocks32::<false, true>(row, 20, acts, out, |p| nibbles16(p.add(4))) }
+        }
+
+        #[target_feature(enable = $features)]
+        pub unsafe fn q5_0(row: &[u8], acts: [&[A8_0]; GROUP], out: &mut [f32]) {
+            unsafe {
+                blocks32::<true, false>(row, 22, acts, out, |p| {
+                    let q = _mm256_or_si256(nibbles16(p.add(6)), fifth_bits(p.add(2)));
+                    _mm256_sub_epi8(q, _mm256_set1_epi8(16))
+                })
+            }
+        }
+
+        #[target_feature(enable = $features)]
+        pub unsafe fn q5_1(row: &[u8], acts: [&[A8_0]; GROUP], out: &mut [f32]) {
+            unsafe {
+                blocks32::<false, true>(row, 24, acts, out, |p| {
+                    _mm256_or_si256(nibbles16(p.add(8)), fifth_bits(p.add(4)))
+                })
+            }
+        }
+
+        /// Q4_K and Q5_K (`FIFTH`): per group of 64 elements, two sub-blocks of 32 with their
+        /// own scale; the mins times the activations' sums of 16 in scalar.
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn k45<const FIFTH: bool>(row: &[u8], acts: [&[A8K]; GROUP], out: &mut [f32]) {
+            let size = if FIFTH { 176 } else { 144 };
+            let qs_at = if FIFTH { 48 } else { 16 };
+            let low4 = _mm256_set1_epi8(0x0F);
+            let one = _mm256_set1_epi8(1);
+            out.fill(0.0);
+            for (b, block) in row.chunks_exact(size).enumerate() {
+                let p = block.as_ptr();
+                let (d, dmin) = (half_at(block, 0), half_at(block, 2));
+                let (mut sc, mut mn) = ([0i16; 8], [0i32; 8]);
+                for j in 0..8 {
+                    let (s, m) = scale_min_k4(j, &block[4..16]);
+                    (sc[j], mn[j]) = (s as i16, m as i32);
+                }
+                let mut acc = [_mm256_setzero_si256(); GROUP];
+                // SAFETY: qh (32 bytes at 16 for Q5_K) and qs (32 bytes at qs_at + 32g)
+                // lie inside the block; activations hold 256 bytes per block.
+                let qh = if FIFTH {
+                    unsafe { _mm256_loadu_si256(p.add(16).cast()) }
+                } else {
+                    _mm256_setzero_si256()
+                };
+                for g in 0..4 {
+                    let qs = unsafe { _mm256_loadu_si256(p.add(qs_at + 32 * g).cast()) };
+                    let mut lo = _mm256_and_si256(qs, low4);
+                    let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), low4);
+                    if FIFTH {
+                        let bit = |shift: usize| {
+                            let v = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(shift as i32));
+                            _mm256_slli_epi16::<4>(_mm256_and_si256(v, one))
+                        };
+                        lo = _mm256_or_si256(lo, bit(2 * g));
+                        hi = _mm256_or_si256(hi, bit(2 * g + 1));
+                    }
+                    let (s_lo, s_hi) = (
+                        _mm256_set1_epi16(sc[2 * g]),
+                        _mm256_set1_epi16(sc[2 * g + 1]),
+                    );
+                    for r in 0..GROUP {
+                        let a = acts[r][b].qs.as_ptr();
+                        unsafe {
+                            let a_lo = _mm256_loadu_si256(a.add(64 * g).cast());
+                            let a_hi = _mm256_loadu_si256(a.add(64 * g + 32).cast());
+                            acc[r] = $dot_scaled(acc[r], lo, a_lo, s_lo);
+                            acc[r] = $dot_scaled(acc[r], hi, a_hi, s_hi);
+                        }
+                    }
+                }
+                let sums = hsum4(acc);
+                for (r, o) in out.iter_mut().enumerate() {
+                    let a = &acts[r][b];
+                    let m: i32 = (0..8)
+                        .map(|j| mn[j] * (a.bsums[2 * j] as i32 + a.bsums[2 * j + 1] as i32))
+                        .sum();
+                    *o = Combine::scale_dmin(*o, d, dmin, a.d, sums[r], m);
+                }
+            }
+        }
+
+        #[target_feature(enable = $features)]
+        pub unsafe fn q4_k(row: &[u8], acts: [&[A8K]; GROUP], out: &mut [f32]) {
+            unsafe { k45::<false>(row, acts, out) }
+        }
+
+        #[target_feature(enable = $features)]
+        pub unsafe fn q5_k(row: &[u8], acts: [&[A8K]; GROUP], out: &mut [f32]) {
+            unsafe { k45::<true>(row, acts, out) }
+        }
+
+        /// Q6_K: the 6-bit values unsigned (0–63) times the activations with their scales of
+        /// 16, then 32 · Σ scale · (sum of 16 activations) subtracted.
+        #[target_feature(enable = $features)]
+        pub unsafe fn q6_k(row: &[u8], acts: [&[A8K]; GROUP], out: &mut [f32]) {
+            let low4 = _mm256_set1_epi8(0x0F);
+            let two = _mm256_set1_epi8(0x03);
+            out.fill(0.0);
+            for (b, block) in row.chunks_exact(210).enumerate() {
+                let p = block.as_ptr();
+                let d = half_at(block, 208);
+                let sc: [i16; 16] = std::array::from_fn(|j| block[192 + j] as i8 as i16);
+                let mut acc = [_mm256_setzero_si256(); GROUP];
+                for half in 0..2 {
+                    // SAFETY: ql at 64·half (+32) and qh at 128 + 32·half, 32 bytes each,
+                    // inside the 210-byte block; activations hold 256 bytes per block.
+                    let (ql0, ql1, qh) = unsafe {
+                        (
+                            _mm256_loadu_si256(p.add(64 * half).cast()),
+                            _mm256_loadu_si256(p.add(64 * half + 32).cast()),
+                            _mm256_loadu_si256(p.add(128 + 32 * half).cast()),
+                        )
+                    };
+                    let high = [
+                        qh,
+                        _mm256_srli_epi16::<2>(qh),
+                        _mm256_srli_epi16::<4>(qh),
+                        _mm256_srli_epi16::<6>(qh),
+                    ]
+                    .map(|bits| _mm256_slli_epi16::<4>(_mm256_and_si256(bits, two)));
+                    let runs = [
+                        _mm256_and_si256(ql0, low4),
+                        _mm256_and_si256(ql1, low4),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low4),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low4),
+                    ];
+                    for run in 0..4 {
+                        let q = _mm256_or_si256(runs[run], high[run]);
+                        let j = 8 * half + 2 * run;
+                        let scales =
+                            _mm256_set_m128i(_mm_set1_epi16(sc[j + 1]), _mm_set1_epi16(sc[j]));
+                        for r in 0..GROUP {
+                            let a = acts[r][b].qs.as_ptr();
+                            unsafe {
+                                let a = _mm256_loadu_si256(a.add(128 * half + 32 * run).cast());
+                                acc[r] = $dot_scaled(acc[r], q, a, scales);
+                            }
+                        }
+                    }
+                }
+                let sums = hsum4(acc);
+                for (r, o) in out.iter_mut().enumerate() {
+                    let a = &acts[r][b];
+                    let m: i32 = (0..16).map(|j| sc[j] as i32 * a.bsums[j] as i32).sum();
+                    *o = Combine::scale(*o, d, a.d, sums[r] - 32 * m);
+                }
+            }
+        }
+    };
+}
+
+mod avx2 {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn dot4(
+        u: std::arch::x86_64::__m256i,
+        s: std::arch::x86_64::__m256i,
+    ) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn dot_scaled(
+        acc: std::arch::x86_64::__m256i,
+        u: std::arch::x86_64::__m256i,
+        s: std::arch::x86_64::__m256i,
+        scales: std::arch::x86_64::__m256i,
+    ) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales))
+    }
+
+    kernels!("avx2", dot4, dot_scaled);
+}
+
+mod vnni {
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
+    fn dot4(
+        u: std::arch::x86_64::__m256i,
+        s: std::arch::x86_64::__m256i,
+    ) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
+    fn dot_scaled(
+        acc: std::arch::x86_64::__m256i,
+        u: std::arch::x86_64::__m256i,
+        s: std::arch::x86_64::__m256i,
+        scales: std::arch::x86_64::__m256i,
+    ) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), scales)
+    }
+
+    kernels!(
+        "avx2,avx512f,avx512bw,avx512vl,avx512vnni",
+        dot4,
+        dot_scaled
+    );
+}
