@@ -77,7 +77,42 @@ enum Command {
     Activations(cmd::activations::ActivationsCommand),
 }
 
+/// Ctrl-C and SIGTERM are blocked in every thread (threads inherit the mask of the one that
+/// starts them, so this runs first) and waited for by one thread, which prints what is stored
+/// and how to resume ([`progress::interrupted`]) and exits with 128 + the signal's number.
+/// Results are written atomically and behavioral units checkpoint as they go, so exiting at
+/// any point loses at most the work since the last checkpoint. Child processes (`pip download`)
+/// start with the signals unblocked (the standard library resets the mask).
+fn watch_signals() {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises; pthread_sigmask and sigwait
+    // only read it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return;
+        }
+        std::thread::spawn(move || {
+            let mut signal = 0;
+            if libc::sigwait(&set, &mut signal) == 0 {
+                // After a progress bar's partial line, the message starts on a line of its own.
+                use std::io::IsTerminal;
+                let lead = if std::io::stderr().is_terminal() {
+                    "\n"
+                } else {
+                    ""
+                };
+                eprintln!("{lead}{}", progress::interrupted());
+                std::process::exit(128 + signal);
+            }
+        });
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    watch_signals();
     let cli = Cli::parse();
     // Warnings always; detail logs for debugging (cache hits, unit keys) only when RUST_LOG
     // asks for them, e.g. RUST_LOG=pstat_study=debug; progress lines do not depend on it.

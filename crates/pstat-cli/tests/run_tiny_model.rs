@@ -1,23 +1,16 @@
 //! `pstat run` end to end on the tiny random-weight Llama 3 model (byte-level BPE vocabulary)
 //! that scripts/test builds under $PSTAT_TINY_MODELS: both stages (representational and
 //! behavioral), the familiarity measures and the report, on a handful of statements.
-//! Under CI=true a missing PSTAT_TINY_MODELS is a failure; elsewhere the test is skipped with
-//! a notice.
+//! Under CI=true a missing PSTAT_TINY_MODELS is a failure; elsewhere the test records a skip.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-/// $PSTAT_TINY_MODELS/tiny-llama3-f32.gguf, or `None` (with a notice) outside CI.
+/// $PSTAT_TINY_MODELS/tiny-llama3-f32.gguf; without it a failure under CI=true, else a skip.
 fn tiny_llama3() -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let Some(dir) = std::env::var_os("PSTAT_TINY_MODELS") else {
-        assert!(
-            !ci,
-            "PSTAT_TINY_MODELS is not set (scripts/test builds the tiny models)"
-        );
-        eprintln!("skipped: PSTAT_TINY_MODELS is not set (scripts/test builds the tiny models)");
-        return None;
-    };
+    let dir = std::env::var_os("PSTAT_TINY_MODELS").or_else(|| {
+        pstat_testkit::missing("PSTAT_TINY_MODELS is not set (scripts/test builds the tiny models)")
+    })?;
     let path = PathBuf::from(dir).join("tiny-llama3-f32.gguf");
     assert!(path.is_file(), "{} is missing", path.display());
     Some(path)

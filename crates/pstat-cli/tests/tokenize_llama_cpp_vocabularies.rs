@@ -8,16 +8,11 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 fn vocab_dir() -> Option<PathBuf> {
-    match std::env::var_os("PSTAT_LLAMA_VOCAB_DIR") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("PSTAT_LLAMA_VOCAB_DIR is not set (.ci/run sets it)")
-        }
-        None => {
-            eprintln!("skipped: PSTAT_LLAMA_VOCAB_DIR is not set (.ci/run sets it)");
-            None
-        }
-    }
+    std::env::var_os("PSTAT_LLAMA_VOCAB_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            pstat_testkit::missing("PSTAT_LLAMA_VOCAB_DIR is not set (scripts/test sets it)")
+        })
 }
 
 /// llama.cpp's `read_tests`: inputs separated by "\n__ggml_vocab_test__\n", one line of

@@ -366,8 +366,9 @@ fn damaged_folders_are_refused_with_the_file_and_field() {
 /// cover f32 summation order (transformers upcasts the bf16/f16 weights to f32 here too).
 #[test]
 fn transformers_agrees() {
-    let Some(python) = std::env::var_os("PSTAT_TRANSFORMERS_PYTHON") else {
-        eprintln!("transformers_agrees: PSTAT_TRANSFORMERS_PYTHON is not set, nothing compared");
+    let Some(python) = std::env::var_os("PSTAT_TRANSFORMERS_PYTHON").or_else(|| {
+        pstat_testkit::opt_in_missing("PSTAT_TRANSFORMERS_PYTHON is not set, nothing compared")
+    }) else {
         return;
     };
     let script =

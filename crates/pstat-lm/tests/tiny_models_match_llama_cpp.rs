@@ -54,21 +54,14 @@ struct Record {
     logprobs: Vec<f32>,
 }
 
-/// Where `.ci/run` put the tiny models; `None` (skip) outside CI when they were not built.
+/// Where scripts/test put the tiny models; without them a failure under CI=true, else a skip.
 fn models_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("PSTAT_TINY_MODELS").map(PathBuf::from);
-    match dir {
-        Some(dir) if dir.is_dir() => Some(dir),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("PSTAT_TINY_MODELS must name the folder tools/fixtures/tiny_models.py built")
-        }
-        _ => {
-            eprintln!(
-                "skipped: set PSTAT_TINY_MODELS to the folder of `tools/fixtures/tiny_models.py build`"
-            );
-            None
-        }
-    }
+    dir.filter(|d| d.is_dir()).or_else(|| {
+        pstat_testkit::missing(
+            "PSTAT_TINY_MODELS must name the folder `tools/fixtures/tiny_models.py build` wrote (scripts/test builds it)",
+        )
+    })
 }
 
 /// Agreement of one way of computing the test points with llama.cpp.

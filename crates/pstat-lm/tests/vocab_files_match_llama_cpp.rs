@@ -31,15 +31,13 @@ struct Case {
 
 #[test]
 fn hard_cases_equal_llama_cpp_for_every_vocabulary() {
-    let dir = match std::env::var_os("PSTAT_LLAMA_VOCAB_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("PSTAT_LLAMA_VOCAB_DIR is not set (.ci/run sets it)")
-        }
-        None => {
-            eprintln!("skipped: PSTAT_LLAMA_VOCAB_DIR is not set (.ci/run sets it)");
-            return;
-        }
+    let Some(dir) = std::env::var_os("PSTAT_LLAMA_VOCAB_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            pstat_testkit::missing("PSTAT_LLAMA_VOCAB_DIR is not set (scripts/test sets it)")
+        })
+    else {
+        return;
     };
     let fixture =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokens-vocab-files.json");

@@ -3,14 +3,14 @@
 
 use crate::error::PromptError;
 use crate::scoring::{EncodedPrompts, OptionProbs, OptionScorer, OptionTokens, PromptCodec};
-use pstat_lm::LanguageModel;
 use pstat_lm::chat::{ChatError, ChatTemplate, Message};
 use pstat_lm::tokenizer::Tokenizer;
+use pstat_lm::{LanguageModel, PrefixCache};
 use std::path::Path;
 
 /// Statements per scoring call: the granularity of progress reports (the runtime packs each
-/// call into forward passes of its own size).
-const STATEMENTS_PER_CALL: usize = 64;
+/// call into forward passes of its own size) and of a unit's checkpoints.
+pub const STATEMENTS_PER_CALL: usize = 64;
 
 /// Tokenizer and (for chat models) chat template of a GGUF file.
 pub struct EmbeddedCodec {
@@ -121,11 +121,17 @@ impl PromptCodec for EmbeddedCodec {
 pub struct EmbeddedScorer<'m> {
     model: &'m LanguageModel,
     options: OptionTokens,
+    /// The last prefix's KV cache: a unit scored block by block (checkpoints) computes it once.
+    prefix: Option<PrefixCache>,
 }
 
 impl<'m> EmbeddedScorer<'m> {
     pub fn new(model: &'m LanguageModel, options: OptionTokens) -> Self {
-        EmbeddedScorer { model, options }
+        EmbeddedScorer {
+            model,
+            options,
+            prefix: None,
+        }
     }
 }
 
@@ -137,13 +143,19 @@ impl OptionScorer for EmbeddedScorer<'_> {
     ) -> Result<Vec<OptionProbs>, PromptError> {
         let prefix = match prompts.shared {
             0 => None,
-            _ => Some(self.model.prefix(prompts.prefix())?),
+            _ => {
+                let tokens = prompts.prefix();
+                if self.prefix.as_ref().is_none_or(|p| p.tokens != tokens) {
+                    // The old cache goes first: two would double the peak memory.
+                    self.prefix = None;
+                    self.prefix = Some(self.model.prefix(tokens)?);
+                }
+                self.prefix.as_ref()
+            }
         };
         let mut out = Vec::with_capacity(prompts.len());
         for chunk in prompts.suffixes().chunks(STATEMENTS_PER_CALL) {
-            let scores = self
-                .model
-                .score_options(prefix.as_ref(), chunk, &self.options.ids)?;
+            let scores = self.model.score_options(prefix, chunk, &self.options.ids)?;
             out.extend(scores.iter().map(|s| OptionProbs {
                 p: [0, 1, 2].map(|j| s.logprobs[j].exp()),
                 leftover: s.leftover,

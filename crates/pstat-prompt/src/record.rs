@@ -3,6 +3,11 @@
 //! context drawn, the backend, the statements judged and the sha256 of the judgments file. A
 //! unit whose files exist and match is complete and is not recomputed; one whose judgments no
 //! longer match their hash (damaged on disk) is moved aside and recomputed, never used.
+//!
+//! While a unit is computed its judgments are checkpointed block by block into
+//! `<stem>.partial.jsonl` (a header line with the unit's [`UnitMeta`], then one line per
+//! judgment), so an interrupted unit resumes from its last whole block: the header must equal
+//! the unit's, and the judgments must be those of the unit's first statements, in order.
 
 use crate::context::BeliefContext;
 use crate::error::PromptError;
@@ -63,7 +68,7 @@ struct Sidecar {
     judgments_sha256: String,
 }
 
-/// The two files of a unit.
+/// The two files of a unit, and its checkpoint while it is computed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitFiles {
     pub judgments: PathBuf,
@@ -71,10 +76,11 @@ pub struct UnitFiles {
     /// The exact text of the unit's first prompt (its first held-out statement under its
     /// context, rendered as the model reads it), so a reader sees what the model saw.
     pub prompt: PathBuf,
+    pub partial: PathBuf,
 }
 
 impl UnitFiles {
-    /// `<stem>.jsonl` and `<stem>.context.json`.
+    /// `<stem>.jsonl`, `<stem>.context.json` and `<stem>.partial.jsonl`.
     pub fn at(stem: &Path) -> Self {
         let with = |ext: &str| {
             let mut name = stem.file_name().unwrap_or_default().to_os_string();
@@ -85,6 +91,7 @@ impl UnitFiles {
             judgments: with(".jsonl"),
             meta: with(".context.json"),
             prompt: with(".prompt.txt"),
+            partial: with(".partial.jsonl"),
         }
     }
 
@@ -175,8 +182,121 @@ impl UnitFiles {
             meta: meta.clone(),
             judgments_sha256: sha256_hex(&bytes),
         };
-        write_json_atomic(&self.meta, &sidecar).map_err(|e| PromptError::io(&self.meta, e))
+        write_json_atomic(&self.meta, &sidecar).map_err(|e| PromptError::io(&self.meta, e))?;
+        match std::fs::remove_file(&self.partial) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(PromptError::io(&self.partial, e))
+            }
+            _ => Ok(()),
+        }
     }
+
+    /// The judgments an interrupted computation of this unit checkpointed: those of the first
+    /// `k × block` statements of `ids` (whole blocks only: a block cut short by the interruption
+    /// is computed again). The checkpoint is rewritten to hold exactly them, so that
+    /// [`UnitFiles::checkpoint`] appends after them; a checkpoint of another computation
+    /// (different header) is started afresh, and a damaged one is named in a warning, moved
+    /// aside and started afresh.
+    pub fn resume(
+        &self,
+        meta: &UnitMeta,
+        ids: &[&str],
+        block: usize,
+        progress: &mut dyn Progress,
+    ) -> Result<Vec<Judgment>, PromptError> {
+        let header = header_line(&self.partial, meta)?;
+        let kept = match std::fs::read(&self.partial) {
+            Ok(bytes) => match checkpointed(&bytes, &header, ids, block) {
+                Ok(kept) => kept,
+                Err(reason) => {
+                    let aside =
+                        move_aside(&self.partial).map_err(|e| PromptError::io(&self.partial, e))?;
+                    progress.warning(&format!(
+                        "{}: {reason}; moved to {} and the unit computed from its start",
+                        self.partial.display(),
+                        aside.display()
+                    ));
+                    Vec::new()
+                }
+            },
+            Err(_) => Vec::new(),
+        };
+        let mut bytes = header.into_bytes();
+        for j in &kept {
+            push_line(&self.partial, &mut bytes, j)?;
+        }
+        write_atomic(&self.partial, &bytes).map_err(|e| PromptError::io(&self.partial, e))?;
+        Ok(kept)
+    }
+
+    /// Appends one computed block of judgments to the checkpoint [`UnitFiles::resume`] began.
+    pub fn checkpoint(&self, judgments: &[Judgment]) -> Result<(), PromptError> {
+        use std::io::Write;
+        let mut bytes = Vec::new();
+        for j in judgments {
+            push_line(&self.partial, &mut bytes, j)?;
+        }
+        // One write per block: an interruption leaves at most one block cut short, and
+        // `resume` keeps whole blocks only.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.partial)
+            .and_then(|mut f| f.write_all(&bytes))
+            .map_err(|e| PromptError::io(&self.partial, e))
+    }
+}
+
+fn push_line(path: &Path, bytes: &mut Vec<u8>, judgment: &Judgment) -> Result<(), PromptError> {
+    serde_json::to_writer(&mut *bytes, judgment).map_err(|e| PromptError::File {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    bytes.push(b'\n');
+    Ok(())
+}
+
+/// The checkpoint's first line: the unit's meta, so a checkpoint is resumed only by the same
+/// computation.
+fn header_line(path: &Path, meta: &UnitMeta) -> Result<String, PromptError> {
+    let mut line = serde_json::to_string(meta).map_err(|e| PromptError::File {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    line.push('\n');
+    Ok(line)
+}
+
+/// The whole blocks of judgments a checkpoint holds after `header`; none when its header is
+/// another computation's. `Err`: what is wrong with a checkpoint of this computation.
+fn checkpointed(
+    bytes: &[u8],
+    header: &str,
+    ids: &[&str],
+    block: usize,
+) -> Result<Vec<Judgment>, String> {
+    let Some(body) = bytes.strip_prefix(header.as_bytes()) else {
+        return Ok(Vec::new());
+    };
+    // Only lines ended by a newline were written whole.
+    let whole = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let text = std::str::from_utf8(&body[..whole]).map_err(|e| e.to_string())?;
+    let mut judgments = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let judgment: Judgment =
+            serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 2))?;
+        if ids.get(i) != Some(&judgment.id.as_str()) {
+            return Err(format!(
+                "line {} judges {}, where the unit's statement {} is {}",
+                i + 2,
+                judgment.id,
+                i + 1,
+                ids.get(i).unwrap_or(&"(none)")
+            ));
+        }
+        judgments.push(judgment);
+    }
+    judgments.truncate(judgments.len() / block * block);
+    Ok(judgments)
 }
 
 /// Reads a judgments file, naming the line of any bad record.
@@ -309,6 +429,51 @@ mod tests {
             "{:?}",
             warnings.0
         );
+    }
+
+    #[test]
+    fn a_checkpoint_resumes_whole_blocks_of_the_same_computation_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = UnitFiles::at(&dir.path().join("k2/fictional.main"));
+        std::fs::create_dir_all(dir.path().join("k2")).unwrap();
+        let judged = |id: &str| Judgment {
+            id: id.into(),
+            ..judgment()
+        };
+        let ids = ["s1", "s2", "s3", "s4", "s5"];
+        let resume = |meta: &UnitMeta, progress: &mut dyn Progress| {
+            files.resume(meta, &ids, 2, progress).unwrap()
+        };
+        assert_eq!(resume(&meta(5), &mut Silent), vec![]);
+        files.checkpoint(&[judged("s1"), judged("s2")]).unwrap();
+        files.checkpoint(&[judged("s3"), judged("s4")]).unwrap();
+        // A block cut short by a kill: one whole line and a torn one.
+        let torn = serde_json::to_string(&judged("s5")).unwrap();
+        let mut bytes = std::fs::read(&files.partial).unwrap();
+        bytes.extend_from_slice(format!("{torn}\n{}", &torn[..10]).as_bytes());
+        std::fs::write(&files.partial, bytes).unwrap();
+        let kept = resume(&meta(5), &mut Silent);
+        assert_eq!(kept, ["s1", "s2", "s3", "s4"].map(judged));
+        // Rewritten to exactly what was kept, so the next block appends after it.
+        files.checkpoint(&[judged("s5")]).unwrap();
+        let text = std::fs::read_to_string(&files.partial).unwrap();
+        assert_eq!(text.lines().count(), 6);
+        // Another computation's checkpoint is not used.
+        let mut other = meta(5);
+        other.backend = "another".into();
+        assert_eq!(resume(&other, &mut Silent), vec![]);
+        // One that judged other statements is named and moved aside.
+        files.checkpoint(&[judged("s9"), judged("s2")]).unwrap();
+        let mut warnings = Warnings(Vec::new());
+        assert_eq!(resume(&other, &mut warnings), vec![]);
+        assert!(
+            warnings.0[0].contains("partial.jsonl") && warnings.0[0].contains("s9"),
+            "{:?}",
+            warnings.0
+        );
+        // Storing the unit removes its checkpoint.
+        files.store(&meta(5), &ids.map(judged)).unwrap();
+        assert!(!files.partial.exists());
     }
 
     #[test]

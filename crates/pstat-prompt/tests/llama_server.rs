@@ -3,8 +3,8 @@
 //! with 4 requests in flight: its judgments equal the embedded runtime's, and through a
 //! fault-injecting proxy (drops, 500s, answers held past the timeout, slow answers, truncated
 //! JSON, probabilities summing above 1) they are the same judgments, at the cost of one retry
-//! per fault. Needs PSTAT_TEST_LLAMA_SERVER (a Python with `llama_cpp[server]`); skipped
-//! without it, except under CI=true, where that fails.
+//! per fault. Needs PSTAT_TEST_LLAMA_SERVER (a Python with `llama_cpp[server]`); records a
+//! skip without it, except under CI=true, where that fails.
 //!
 //! (On the Q4_1 file as is, llama.cpp's Q8-quantized activations move near-tied answers:
 //! about 93% agreement on this set, max |Δp| ≈ 0.04; hence the F32 re-quantization.)
@@ -30,7 +30,6 @@ fn score_all(scorer: &mut dyn OptionScorer, units: &[EncodedPrompts]) -> Vec<Opt
 #[test]
 fn llama_cpp_server_judges_as_the_embedded_runtime_and_survives_faults() {
     let Some(python) = support::llama::python() else {
-        eprintln!("skipped: set PSTAT_TEST_LLAMA_SERVER to a Python with llama_cpp[server]");
         return;
     };
     let path =

@@ -313,6 +313,106 @@ mod tests {
         );
     }
 
+    /// Seconds of "m:ss" or "h:mm:ss".
+    fn clock(text: &str) -> Option<f64> {
+        text.trim().split(':').try_fold(0.0, |acc, part| {
+            part.parse::<f64>().ok().map(|v| acc * 60.0 + v)
+        })
+    }
+
+    /// The default study as measured end to end on the reference machine (docs/BENCHMARKS.md,
+    /// "The default study, end to end"): its wall time, and each row of its stage table as
+    /// (model, stage, seconds over the three domains).
+    fn measured_default_study() -> (f64, Vec<(String, String, f64)>) {
+        let doc = include_str!("../../../docs/BENCHMARKS.md");
+        let section = doc
+            .split("### The default study, end to end")
+            .nth(1)
+            .and_then(|rest| rest.split("\n### ").next())
+            .expect("BENCHMARKS.md has the default study's section");
+        // "**58 min 03 s wall**"
+        let wall = section
+            .split("**")
+            .find_map(|part| {
+                let part = part.strip_suffix(" s wall")?;
+                let (min, sec) = part.split_once(" min ")?;
+                Some(min.parse::<f64>().ok()? * 60.0 + sec.parse::<f64>().ok()?)
+            })
+            .expect("the section states the wall time as **M min SS s wall**");
+        let mut rows = Vec::new();
+        let mut model = String::new();
+        for line in section.lines().filter(|l| l.starts_with("| ")) {
+            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+            let [label, city, medical, word] = cells[..] else {
+                continue;
+            };
+            let Some(seconds) = [city, medical, word]
+                .iter()
+                .map(|c| clock(c))
+                .sum::<Option<f64>>()
+            else {
+                continue;
+            };
+            let Some((who, stage)) = label.split_once(": ") else {
+                continue;
+            };
+            if !who.starts_with("**") {
+                model = who.to_lowercase();
+            }
+            let stage = stage.split([' ', '(']).next().unwrap_or_default();
+            rows.push((model.clone(), stage.to_string(), seconds));
+        }
+        (wall, rows)
+    }
+
+    /// The plan's estimate of the default study from the reference costs is within 20% of the
+    /// study's measured wall time on the reference machine, and each model's stage within 40%
+    /// of its measured time (the reference costs are derived from those measurements).
+    #[test]
+    fn the_default_study_is_estimated_within_a_fifth_of_its_measured_time() {
+        let out = tempfile::tempdir().unwrap();
+        let study = crate::study::Study::preview(crate::RunConfig::default(), out.path()).unwrap();
+        let plan = crate::plan::Plan::build(&study, &CostBook::reference_only());
+        let (estimate, unestimated) = plan.remaining();
+        assert_eq!(unestimated, 0);
+        let (wall, rows) = measured_default_study();
+        assert_eq!(rows.len(), 8, "{rows:?}");
+        let stage = |kind: UnitKind| match kind {
+            UnitKind::LayerSelection | UnitKind::Activations | UnitKind::Probe => {
+                "representational"
+            }
+            UnitKind::Prompt => "behavioral",
+            UnitKind::ObjectTokens => "familiarity",
+            UnitKind::Clustering => "retraction",
+        };
+        let mut report = Vec::new();
+        let mut wrong = Vec::new();
+        for (model, name, measured) in &rows {
+            let planned: f64 = plan
+                .units
+                .iter()
+                .filter(|u| {
+                    stage(u.key.kind) == name && u.key.model.to_lowercase().starts_with(&model[..5])
+                })
+                .filter_map(|u| u.estimate_s)
+                .sum();
+            report.push(format!(
+                "{model} {name}: planned {planned:.0} s, measured {measured:.0} s"
+            ));
+            // Clustering is seconds either way; its share of the total is what matters.
+            if (planned / measured - 1.0).abs() > 0.4 && *measured > 60.0 {
+                wrong.push(report.last().unwrap().clone());
+            }
+        }
+        eprintln!("{}", report.join("\n"));
+        assert!(
+            (estimate / wall - 1.0).abs() <= 0.2,
+            "the plan estimates {estimate:.0} s, the study took {wall:.0} s:\n{}",
+            report.join("\n")
+        );
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     #[test]
     fn a_measured_pace_rescales_the_reference() {
         let mut book = CostBook::reference_only();

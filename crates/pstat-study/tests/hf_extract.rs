@@ -3,7 +3,7 @@
 //! the CPU) fill an activation folder that a run accepts (tokenization, provenance and content
 //! hash all checked) and whose values match pstat's own extraction. Runs only where the Python
 //! of PSTAT_TRANSFORMERS_PYTHON (default `python3`) imports torch, transformers, numpy,
-//! safetensors and xxhash; skipped otherwise, under CI=true as well, since the CI machines do
+//! safetensors and xxhash; records a skip otherwise, under CI=true as well, since the CI machines do
 //! not install torch.
 
 use pstat_data::activations::Activations;
@@ -53,10 +53,11 @@ fn config(model: &Path, activations: Option<&Path>) -> RunConfig {
 
 #[test]
 fn hf_extract_writes_activations_pstat_accepts_and_agrees_with() {
-    let Some(python) = python() else {
-        eprintln!(
-            "skipped: no Python with torch, transformers, numpy, safetensors and xxhash (set PSTAT_TRANSFORMERS_PYTHON)"
-        );
+    let Some(python) = python().or_else(|| {
+        pstat_testkit::opt_in_missing(
+            "no Python with torch, transformers, numpy, safetensors and xxhash (set PSTAT_TRANSFORMERS_PYTHON)",
+        )
+    }) else {
         return;
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

@@ -1,7 +1,7 @@
 //! `pstat run`: the whole study in one resumable command (see `pstat_study::execute`).
 
 use crate::output::outln;
-use crate::progress::Bars;
+use crate::progress::{Bars, Resumable};
 use clap::Args;
 use pstat_data::Domain;
 use pstat_study::progress::{Lines, Verbosity};
@@ -77,8 +77,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     pstat_study::execute_scoped(config, &args.out, scope, progress.as_mut())
 }
 
-/// Bars on a terminal, else plain lines; both keep `<out>/run.log`.
+/// Bars on a terminal, else plain lines; both keep `<out>/run.log`, and where the run stands
+/// for the line an interrupted run prints.
 pub fn reporter(out: &Path, quiet: bool, verbose: bool) -> Box<dyn Progress> {
+    Box::new(Resumable::new(out, shown(out, quiet, verbose)))
+}
+
+fn shown(out: &Path, quiet: bool, verbose: bool) -> Box<dyn Progress> {
     if std::io::stderr().is_terminal() {
         Box::new(Bars::logging(out))
     } else {

@@ -6,18 +6,14 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The Python with `llama_cpp[server]`: `PSTAT_TEST_LLAMA_SERVER`. Without it the caller is
-/// skipped, except under CI=true, where that is a failure.
+/// The Python with `llama_cpp[server]`: `PSTAT_TEST_LLAMA_SERVER`. Without it the caller
+/// records a skip, except under CI=true, where that is a failure.
 pub fn python() -> Option<String> {
-    match std::env::var("PSTAT_TEST_LLAMA_SERVER") {
-        Ok(p) => Some(p),
-        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!(
-                "CI=true: PSTAT_TEST_LLAMA_SERVER must name a Python with llama_cpp[server] (.ci/run installs one)"
-            )
-        }
-        Err(_) => None,
-    }
+    std::env::var("PSTAT_TEST_LLAMA_SERVER").ok().or_else(|| {
+        pstat_testkit::missing(
+            "PSTAT_TEST_LLAMA_SERVER must name a Python with llama_cpp[server] (scripts/test installs one)",
+        )
+    })
 }
 
 /// Kills the server when dropped, however the caller ends.

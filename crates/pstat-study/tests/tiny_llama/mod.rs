@@ -9,14 +9,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
 
-/// The Llama 2 vocabulary (SentencePiece, 32000 tokens) that `.ci/run` unpacks.
+/// The Llama 2 vocabulary (SentencePiece, 32000 tokens) that scripts/test unpacks; without it
+/// a failure under CI=true, else a skip.
 pub fn vocabulary() -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let Some(dir) = std::env::var_os("PSTAT_LLAMA_VOCAB_DIR") else {
-        assert!(!ci, "PSTAT_LLAMA_VOCAB_DIR is not set (.ci/run sets it)");
-        eprintln!("skipped: PSTAT_LLAMA_VOCAB_DIR is not set (.ci/run sets it)");
-        return None;
-    };
+    let dir = std::env::var_os("PSTAT_LLAMA_VOCAB_DIR").or_else(|| {
+        pstat_testkit::missing("PSTAT_LLAMA_VOCAB_DIR is not set (scripts/test sets it)")
+    })?;
     let path = PathBuf::from(dir).join("ggml-vocab-llama-spm.gguf");
     assert!(path.is_file(), "{} is missing", path.display());
     Some(path)
