@@ -1393,14 +1393,14 @@ mod tests {
             .map(|r| r.relabelled)
             .sum();
         assert_eq!(moved, 40);
-        // The stage's retraction labels name the probe and condition of each retraction.
+        // The stage's retraction labels name the instantiation and condition of each
+        // retraction.
         let mut retractions = crate::stage::Retractions::default();
-        unit.add_retractions(&study, probe, &mut retractions);
+        unit.add_retractions(&study, &mut retractions);
         assert!(!retractions.types.is_empty());
         for (id, labels) in &retractions.types {
             for label in labels {
-                let condition = label.rsplit(' ').next().unwrap();
-                assert!(label.starts_with(&format!("representational {probe} ")));
+                let condition = label.strip_prefix("representational:").unwrap();
                 assert!(
                     baseline[id] && !unit.beliefs(condition).unwrap()[id],
                     "{label} {id}"
