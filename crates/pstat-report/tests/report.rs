@@ -160,6 +160,7 @@ fn a_user_condition_shows_the_title_the_run_recorded() {
         conditions: vec![ConditionTitle {
             name: "synthetic_all".into(),
             title: "Synthetic (all kinds)".into(),
+            compare_with: Vec::new(),
         }],
         formats: Vec::new(),
     };

@@ -23,8 +23,14 @@ type Selection = (
     String,
 );
 
+/// ρ_R and ρ_E of one row.
+type RatePair = (Option<f64>, Option<f64>);
+
+/// One of the two rates of a [`RatePair`].
+type Pick = fn(&RatePair) -> Option<f64>;
+
 /// ρ_R and ρ_E of every (model, condition) of one selection.
-type Rates<'a> = BTreeMap<&'a str, BTreeMap<&'a str, (Option<f64>, Option<f64>)>>;
+type Rates<'a> = BTreeMap<&'a str, BTreeMap<&'a str, RatePair>>;
 
 /// The across-model tables of `rows`. `veracity_layer` gives the veracity layer of a (model,
 /// domain), so representational rows group by their offset from it; `conditions` is the
@@ -77,7 +83,7 @@ pub fn aggregate_across_models(
         let retraction = ranks(models, &present, |r| r.0);
         let expansion = ranks(models, &present, |r| r.1);
         for &condition in &present {
-            let values = |get: fn(&(Option<f64>, Option<f64>)) -> Option<f64>| -> Vec<f64> {
+            let values = |get: Pick| -> Vec<f64> {
                 models
                     .values()
                     .filter_map(|m| m.get(condition).and_then(get))
@@ -191,11 +197,7 @@ impl Ranks<'_> {
     }
 }
 
-fn ranks<'a>(
-    models: &Rates<'a>,
-    present: &[&'a str],
-    get: fn(&(Option<f64>, Option<f64>)) -> Option<f64>,
-) -> Ranks<'a> {
+fn ranks<'a>(models: &Rates<'a>, present: &[&'a str], get: Pick) -> Ranks<'a> {
     let mut out = Ranks {
         ranks: BTreeMap::new(),
         first: BTreeMap::new(),
