@@ -364,18 +364,14 @@ pub fn paired_findings(
                 ));
             }
             Finding {
-                heading: format!("{}: paired comparisons", capitalised(&what(instantiation, probe))),
+                heading: match instantiation {
+                    Instantiation::Behavioral => "Behavioral: paired comparisons".to_string(),
+                    _ => format!("{}: paired comparisons", what(instantiation, probe)),
+                },
                 lines,
             }
         })
         .collect()
-}
-
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    c.next().map_or_else(String::new, |f| {
-        f.to_uppercase().collect::<String>() + c.as_str()
-    })
 }
 
 /// The sign tests across models, in words: per claim, pooled over domains and per domain, and
