@@ -247,7 +247,10 @@ mod tests {
     fn compare_with_must_name_another_perturbation() {
         let text = "[[condition]]\nname = \"x\"\ntitle = \"X\"\nprobe_true = [\"true\", \"fictional_t\"]\ncontext = { from = \"kinds\", kinds = [\"fictional_t\"] }\ncompare_with = [\"fictional\"]\n";
         // A user's condition may name a built-in one: the set is checked once extended.
-        let mut x = toml::from_str::<ConditionFile>(text).unwrap().condition.remove(0);
+        let mut x = toml::from_str::<ConditionFile>(text)
+            .unwrap()
+            .condition
+            .remove(0);
         let mut set = ConditionSet::paper();
         set.extend(vec![x.clone()]).unwrap();
         assert_eq!(set.compared_pairs().last(), Some(&("x", "fictional")));

@@ -97,9 +97,8 @@ fn degenerate_judges(answers: &[AnswerRow], titles: &ConditionTitles) -> Degener
         for r in &empty {
             if let Some((letter, share)) = top_answer(r).filter(|t| t.1 >= DEGENERATE_SHARE) {
                 lines.push(format!(
-                    "Degenerate judge: with the {} context ({}), {model} ({format}) answers \"{letter}\" to {} of the {} statements.",
-                    titles.title(&r.condition).to_lowercase(),
-                    domain_title(&r.domain),
+                    "Degenerate judge: with no belief context ({}), {model} ({format}) answers \"{letter}\" to {} of the {} statements.",
+                    titles.title(&r.condition),
                     pct(share),
                     domain_title(&r.domain)
                 ));
@@ -163,9 +162,11 @@ pub fn limits(data: &RunData, layers: &VeracityLayers, titles: &ConditionTitles)
             .collect()
     };
     let mut probes_with_rows: BTreeSet<(String, String, Probe)> = BTreeSet::new();
-    for r in data.stability.iter().filter(|r| {
-        r.instantiation == Instantiation::Representational && r.resample.is_none()
-    }) {
+    for r in data
+        .stability
+        .iter()
+        .filter(|r| r.instantiation == Instantiation::Representational && r.resample.is_none())
+    {
         probes_with_rows.insert((r.model.clone(), r.domain.clone(), r.probe));
     }
     for (model, domain, probe) in &probes_with_rows {
@@ -173,7 +174,11 @@ pub fn limits(data: &RunData, layers: &VeracityLayers, titles: &ConditionTitles)
         if rows.is_empty() {
             continue;
         }
-        let cell = format!("{} · {model} · {}", what(Instantiation::Representational, *probe), domain_title(domain));
+        let cell = format!(
+            "{} · {model} · {}",
+            what(Instantiation::Representational, *probe),
+            domain_title(domain)
+        );
         let Some(refits) = floors.get(&(model.clone(), domain.clone(), *probe)) else {
             lines.push(format!(
                 "{cell}: no noise floor in this run (representational.noise_floor_refits = 0): its Θ effects cannot be told apart from refitting alone."
@@ -188,7 +193,13 @@ pub fn limits(data: &RunData, layers: &VeracityLayers, titles: &ConditionTitles)
         let above: Vec<String> = rows
             .iter()
             .filter(|r| r.exceeds_floor == Some(true))
-            .map(|r| format!("{} {}", titles.title(&r.condition), pct(r.retraction_rate.unwrap_or(0.0))))
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    titles.title(&r.condition),
+                    pct(r.retraction_rate.unwrap_or(0.0))
+                )
+            })
             .collect();
         lines.push(format!(
             "{cell}: {} refits of the baseline probe with unchanged labels retract {}–{} of its beliefs (the noise floor); {} of {} perturbations retract more than every refit{}.",
@@ -249,7 +260,10 @@ pub fn limits(data: &RunData, layers: &VeracityLayers, titles: &ConditionTitles)
                 "{cell}: the resampling spread of the belief contexts was not measured (behavioral.resamples = 0), so a difference between two Θ cannot be told apart from the draw of their contexts."
             )),
         }
-        if degenerate.cells.contains(&(model.to_string(), domain.to_string())) {
+        if degenerate
+            .cells
+            .contains(&(model.to_string(), domain.to_string()))
+        {
             nothing.push(format!(
                 "{cell}: nothing can be concluded — the judge gives the same answer whatever the context."
             ));
@@ -350,46 +364,68 @@ pub fn paired_findings(
                 ));
             }
             Finding {
-                heading: format!("{}: paired comparisons", capitalised(&what(instantiation, probe))),
+                heading: match instantiation {
+                    Instantiation::Behavioral => "Behavioral: paired comparisons".to_string(),
+                    _ => format!("{}: paired comparisons", what(instantiation, probe)),
+                },
                 lines,
             }
         })
         .collect()
 }
 
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map_or_else(String::new, |f| f.to_uppercase().collect::<String>() + c.as_str())
-}
-
-/// The sign tests across models, in words.
+/// The sign tests across models, in words: per claim, pooled over domains and per domain, and
+/// what the number of models allows.
 pub fn across_model_finding(signs: &[SignTestRow], titles: &ConditionTitles) -> Finding {
-    let mut lines = Vec::new();
+    let mut claims: BTreeMap<(Instantiation, Probe, &str, &str), Vec<&SignTestRow>> =
+        BTreeMap::new();
     for s in signs.iter().filter(|s| s.variant == MAIN_VARIANT) {
-        let n = s.positive + s.negative;
-        let reachable = if n == 0 { 1.0 } else { 2f64.powi(1 - n as i32).min(1.0) };
+        claims
+            .entry((s.instantiation, s.probe, &s.condition_a, &s.condition_b))
+            .or_default()
+            .push(s);
+    }
+    let mut lines = Vec::new();
+    let mut most = 0;
+    for ((instantiation, probe, a, b), rows) in &claims {
+        let Some(pooled) = rows.iter().find(|s| s.domain == POOLED) else {
+            continue;
+        };
+        most = most.max(pooled.positive + pooled.negative);
+        let mut domains: Vec<&&SignTestRow> = rows.iter().filter(|s| s.domain != POOLED).collect();
+        domains.sort_by(|x, y| domain_order(&x.domain, &y.domain));
+        let per_domain: Vec<String> = domains
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {} of {} (p_holm {})",
+                    domain_title(&s.domain),
+                    s.positive,
+                    s.n_models,
+                    p_text(s.p_holm)
+                )
+            })
+            .collect();
         lines.push(format!(
-            "{} · {} > {} · {}: larger in {} of {} models, smaller in {}, tied in {}; exact sign test p = {}{}{}.",
-            what(s.instantiation, s.probe),
-            titles.title(&s.condition_a),
-            titles.title(&s.condition_b),
-            if s.domain == POOLED { "pooled over domains".to_string() } else { domain_title(&s.domain) },
-            s.positive,
-            s.n_models,
-            s.negative,
-            s.ties,
-            p_text(s.p_value),
-            if s.family_size > 1 { format!(", Holm over the {} domains {}", s.family_size, p_text(s.p_holm)) } else { String::new() },
-            if reachable >= ALPHA {
-                format!(" (with {n} models with a direction no sign test can go below {}: the claim across models needs more models)", p_text(reachable))
-            } else {
-                String::new()
-            }
+            "{} · {} > {}: larger in {} of {} models pooled over domains, smaller in {} (exact sign test p = {}{}); per domain: {}.",
+            what(*instantiation, *probe),
+            titles.title(a),
+            titles.title(b),
+            pooled.positive,
+            pooled.n_models,
+            pooled.negative,
+            p_text(pooled.p_value),
+            if pooled.significant { ", significant" } else { "" },
+            per_domain.join("; ")
         ));
     }
     if lines.is_empty() {
         lines.push("No paired comparison was made, so there is no sign test across models.".into());
+    } else if most < 6 {
+        lines.push(format!(
+            "With at most {most} model(s) showing a direction, no sign test can reach 0.05 (the smallest two-sided p over n models is 2^(1−n) = {}): the paper's claims across models need at least 6 models with a direction.",
+            p_text(2f64.powi(1 - most as i32).min(1.0))
+        ));
     }
     Finding {
         heading: "Across models".into(),
@@ -410,7 +446,19 @@ pub fn paired_table(rows: &[ComparisonRow], titles: &ConditionTitles) -> Table {
              of the noise floor's refits (representational)."
         ),
         header: [
-            "Family", "Model", "Domain", "Θa", "Θb", "n", "Δρ_R [95% CI]", "a only", "b only", "p", "p_holm", "significant", "floor spread",
+            "Family",
+            "Model",
+            "Domain",
+            "Θa",
+            "Θb",
+            "n",
+            "Δρ_R [95% CI]",
+            "a only",
+            "b only",
+            "p",
+            "p_holm",
+            "significant",
+            "floor spread",
         ]
         .map(String::from)
         .to_vec(),
@@ -424,12 +472,21 @@ pub fn paired_table(rows: &[ComparisonRow], titles: &ConditionTitles) -> Table {
                     titles.title(&r.condition_a),
                     titles.title(&r.condition_b),
                     r.n_baseline_true.to_string(),
-                    format!("{} [{}, {}]", signed(r.difference), signed(r.difference_lo), signed(r.difference_hi)),
+                    format!(
+                        "{} [{}, {}]",
+                        signed(r.difference),
+                        signed(r.difference_lo),
+                        signed(r.difference_hi)
+                    ),
                     r.a_only.to_string(),
                     r.b_only.to_string(),
                     p_text(r.p_value),
                     p_text(r.p_holm),
-                    if r.significant { "yes".into() } else { "no".into() },
+                    if r.significant {
+                        "yes".into()
+                    } else {
+                        "no".into()
+                    },
                     opt(r.floor_difference),
                 ]
             })
@@ -451,7 +508,13 @@ fn selection(
     parts.extend(k.map(|k| format!("K = {k}")));
     parts.extend(baseline.map(|b| format!("{b} baseline")));
     parts.extend(format.map(|f| f.to_string()));
-    parts.extend(layer_offset.map(|o| if o == 0 { "layer l".to_string() } else { format!("layer l{o:+}") }));
+    parts.extend(layer_offset.map(|o| {
+        if o == 0 {
+            "layer l".to_string()
+        } else {
+            format!("layer l{o:+}")
+        }
+    }));
     if variant != MAIN_VARIANT {
         parts.push(variant.replace('_', "-"));
     }

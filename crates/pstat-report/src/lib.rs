@@ -27,9 +27,7 @@ use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, sta
 use html::Section;
 use inputs::{distance_cell, familiarity_cell};
 use pstat_tables::Probe;
-use select::{
-    BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, representational,
-};
+use select::{BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, representational};
 use std::path::{Path, PathBuf};
 use tables::{KindCell, kind_tables};
 
@@ -70,7 +68,9 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         "Read this first: which judges answer the same whatever the context, every perturbation's effect against the noise floor \
          (refits with unchanged labels) and the behavioral resampling spread, and the cells where nothing can be concluded.",
     );
-    limits.findings.push(claims::limits(&data, &layers, &titles));
+    limits
+        .findings
+        .push(claims::limits(&data, &layers, &titles));
 
     let mut summary = Section::new(
         "summary",
@@ -114,7 +114,10 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     }
     match &data.across_model_pairs {
         Some(rows) => summary.tables.push(claims::across_model_pairs_table(rows)),
-        None => summary.missing("Synthetic vs Fictional across models", "across_model_pairs.csv"),
+        None => summary.missing(
+            "Synthetic vs Fictional across models",
+            "across_model_pairs.csv",
+        ),
     }
 
     let mut familiarity = Section::new(

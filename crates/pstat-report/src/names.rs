@@ -166,6 +166,7 @@ mod tests {
             conditions: vec![pstat_tables::ConditionTitle {
                 name: "mine".into(),
                 title: "My condition".into(),
+                compare_with: Vec::new(),
             }],
             formats: Vec::new(),
         };

@@ -334,10 +334,11 @@ pub fn across_models(dots: &[Dot]) -> Option<Dot> {
 pub fn floor_dot(values: &[f64]) -> Option<Dot> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
+    let (lo, hi) = (*v.first()?, *v.last()?);
     Some(Dot {
         value: percentile(&v, 0.5),
-        lo: Some(*v.first()?),
-        hi: v.last().copied(),
+        lo: Some(lo),
+        hi: Some(hi),
     })
 }
 

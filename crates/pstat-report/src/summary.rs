@@ -3,7 +3,9 @@
 //! conclusions.
 
 use crate::inputs::{BigramDistanceRow, DistanceRow, FamiliarityRow, RunData};
-use crate::names::{KindFamily, domain_order, domain_title, kind_family, kind_title, sorted_unique};
+use crate::names::{
+    KindFamily, domain_order, domain_title, kind_family, kind_title, sorted_unique,
+};
 use pstat_stability::MIN_BASELINE_TRUE;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@ use pstat_tables::{
     AcrossModelPairRow, AcrossModelRow, BASELINE_REFIT, Baseline, Instantiation, MAIN_VARIANT,
     Probe, PromptFormat, VOLUME_MATCHED,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Rows that differ only in model and condition: one selection of the across-model tables.
 type Selection = (
@@ -23,8 +23,14 @@ type Selection = (
     String,
 );
 
+/// ρ_R and ρ_E of one row.
+type RatePair = (Option<f64>, Option<f64>);
+
+/// One of the two rates of a [`RatePair`].
+type Pick = fn(&RatePair) -> Option<f64>;
+
 /// ρ_R and ρ_E of every (model, condition) of one selection.
-type Rates<'a> = BTreeMap<&'a str, BTreeMap<&'a str, (Option<f64>, Option<f64>)>>;
+type Rates<'a> = BTreeMap<&'a str, BTreeMap<&'a str, RatePair>>;
 
 /// The across-model tables of `rows`. `veracity_layer` gives the veracity layer of a (model,
 /// domain), so representational rows group by their offset from it; `conditions` is the
@@ -45,8 +51,9 @@ pub fn aggregate_across_models(
             Some(_) => continue,
         };
         let layer_offset = match (r.instantiation, r.layer) {
-            (Instantiation::Representational, Some(layer)) => veracity_layer(&r.model, &r.domain)
-                .map(|v| layer as i64 - v as i64),
+            (Instantiation::Representational, Some(layer)) => {
+                veracity_layer(&r.model, &r.domain).map(|v| layer as i64 - v as i64)
+            }
             _ => None,
         };
         let key = (
@@ -76,7 +83,7 @@ pub fn aggregate_across_models(
         let retraction = ranks(models, &present, |r| r.0);
         let expansion = ranks(models, &present, |r| r.1);
         for &condition in &present {
-            let values = |get: fn(&(Option<f64>, Option<f64>)) -> Option<f64>| -> Vec<f64> {
+            let values = |get: Pick| -> Vec<f64> {
                 models
                     .values()
                     .filter_map(|m| m.get(condition).and_then(get))
@@ -93,7 +100,10 @@ pub fn aggregate_across_models(
                 layer_offset: *layer_offset,
                 variant: variant.clone(),
                 condition: condition.to_string(),
-                n_models: models.values().filter(|m| m.contains_key(condition)).count(),
+                n_models: models
+                    .values()
+                    .filter(|m| m.contains_key(condition))
+                    .count(),
                 n_models_retraction: r.len(),
                 retraction_rate_mean: mean(&r),
                 retraction_rate_median: median(r),
@@ -135,17 +145,22 @@ pub fn aggregate_across_models(
             .filter(|(a, b)| present.contains(&a.as_str()) && present.contains(&b.as_str()))
             .collect();
         for (a, b) in &pairs {
-            comparisons.push(row(format!("{a} > {b}"), &|m| {
-                matches!((m.get(a.as_str()), m.get(b.as_str())), (Some(x), Some(y)) if x > y)
-            }));
+            comparisons.push(row(
+                format!("{a} > {b}"),
+                &|m| matches!((m.get(a.as_str()), m.get(b.as_str())), (Some(x), Some(y)) if x > y),
+            ));
         }
-        let sides: (BTreeSet<&str>, BTreeSet<&str>) = (
-            pairs.iter().map(|(a, _)| a.as_str()).collect(),
-            pairs.iter().map(|(_, b)| b.as_str()).collect(),
-        );
+        // Each side in the condition set's order, as the names of the comparison.
+        let side = |pick: fn(&(String, String)) -> &str| {
+            let mut v: Vec<&str> = pairs.iter().map(|p| pick(p)).collect();
+            v.sort_by_key(|c| order(c));
+            v.dedup();
+            v
+        };
+        let sides = (side(|p| p.0.as_str()), side(|p| p.1.as_str()));
         if sides.0.len() > 1 || sides.1.len() > 1 {
-            let names = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join(", ");
-            let extreme = |m: &BTreeMap<&str, f64>, side: &BTreeSet<&str>, max: bool| {
+            let names = |s: &[&str]| s.join(", ");
+            let extreme = |m: &BTreeMap<&str, f64>, side: &[&str], max: bool| {
                 side.iter()
                     .filter_map(|c| m.get(c).copied())
                     .reduce(if max { f64::max } else { f64::min })
@@ -182,11 +197,7 @@ impl Ranks<'_> {
     }
 }
 
-fn ranks<'a>(
-    models: &Rates<'a>,
-    present: &[&'a str],
-    get: fn(&(Option<f64>, Option<f64>)) -> Option<f64>,
-) -> Ranks<'a> {
+fn ranks<'a>(models: &Rates<'a>, present: &[&'a str], get: Pick) -> Ranks<'a> {
     let mut out = Ranks {
         ranks: BTreeMap::new(),
         first: BTreeMap::new(),

@@ -19,8 +19,7 @@ pub use aggregate::aggregate_across_models;
 pub use belief::{BeliefComparison, Bootstrap, Judgments, Rate, StabilityError, compare};
 pub use paired::{
     ALPHA, ComparisonFamilyRow, ComparisonRow, MCNEMAR_EXACT, PairedDifference, SignTest,
-    SignTestRow, adjust_holm, comparison_families, comparison_row, family_of, holm,
-    mcnemar_exact, paired_retraction_difference, sign_test, sign_tests_across_models,
-    smallest_mcnemar_p,
+    SignTestRow, adjust_holm, comparison_families, comparison_row, family_of, holm, mcnemar_exact,
+    paired_retraction_difference, sign_test, sign_tests_across_models, smallest_mcnemar_p,
 };
 pub use table::{MIN_BASELINE_TRUE, RowKey, StabilityRow, stability_row};

@@ -16,8 +16,8 @@
 //! ([`sign_tests_across_models`]).
 
 use crate::belief::{BeliefComparison, Bootstrap, StabilityError, percentile};
-pub use pstat_tables::{ComparisonFamilyRow, ComparisonRow, SignTestRow};
 use pstat_tables::POOLED;
+pub use pstat_tables::{ComparisonFamilyRow, ComparisonRow, SignTestRow};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -532,7 +532,10 @@ mod tests {
         ];
         adjust_holm(&mut rows);
         // The Synthetic (TF) family has two rows: 0.01 × 2 and max(0.02, 0.04 × 1).
-        assert_eq!(rows[0].family, "representational/sawmil/synthetic_tf-vs-fictional/main");
+        assert_eq!(
+            rows[0].family,
+            "representational/sawmil/synthetic_tf-vs-fictional/main"
+        );
         assert_eq!((rows[0].family_size, rows[1].family_size), (2, 1));
         assert!((rows[0].p_holm - 0.02).abs() < 1e-12);
         assert!((rows[2].p_holm - 0.04).abs() < 1e-12);
@@ -582,19 +585,23 @@ mod tests {
             probe: Probe::Sawmil,
             ..Default::default()
         };
-        let mut rows: Vec<ComparisonRow> = ["city_locations", "med_indications", "word_definitions"]
-            .iter()
-            .map(|domain| {
-                comparison_row(
-                    &key(domain),
-                    ("synthetic_tf", "fictional"),
-                    pstat_tables::MAIN_VARIANT,
-                    &d,
-                )
-            })
-            .collect();
+        let mut rows: Vec<ComparisonRow> =
+            ["city_locations", "med_indications", "word_definitions"]
+                .iter()
+                .map(|domain| {
+                    comparison_row(
+                        &key(domain),
+                        ("synthetic_tf", "fictional"),
+                        pstat_tables::MAIN_VARIANT,
+                        &d,
+                    )
+                })
+                .collect();
         adjust_holm(&mut rows);
-        assert!(rows.iter().all(|r| r.significant && r.difference_lo > 0.0), "{rows:?}");
+        assert!(
+            rows.iter().all(|r| r.significant && r.difference_lo > 0.0),
+            "{rows:?}"
+        );
     }
 
     #[test]
@@ -676,7 +683,10 @@ mod tests {
         }
         let signs = sign_tests_across_models(&rows);
         let pooled = signs.iter().find(|s| s.domain == POOLED).unwrap();
-        assert_eq!((pooled.n_models, pooled.positive, pooled.negative), (2, 1, 1));
+        assert_eq!(
+            (pooled.n_models, pooled.positive, pooled.negative),
+            (2, 1, 1)
+        );
         assert_eq!(pooled.p_value, 1.0);
     }
 }

@@ -342,7 +342,11 @@ fn probe_unit(
         conditions
             .iter()
             .map(|c| {
-                let n = training.relabelled(c, b, seen).iter().map(|r| r.relabelled).sum();
+                let n = training
+                    .relabelled(c, b, seen)
+                    .iter()
+                    .map(|r| r.relabelled)
+                    .sum();
                 (c.name.as_str(), n)
             })
             .collect()
@@ -408,8 +412,18 @@ fn probe_unit(
             Job::Condition(condition) => fit.fit(&training, condition),
             Job::Refit(i) => {
                 let base = base.expect("refits only beside a baseline");
-                let refit_seed = study.seed_for(&format!("probe-refit:{model}:{domain}:{layer}:{i}"));
-                refit(&training, &split, study.data(domain), acts, base, fit.params.as_ref(), probe, refit_seed)
+                let refit_seed =
+                    study.seed_for(&format!("probe-refit:{model}:{domain}:{layer}:{i}"));
+                refit(
+                    &training,
+                    &split,
+                    study.data(domain),
+                    acts,
+                    base,
+                    fit.params.as_ref(),
+                    probe,
+                    refit_seed,
+                )
             }
             Job::VolumeMatched(condition, matched) => {
                 let base = base.expect("volume matching only beside a baseline");
@@ -499,7 +513,11 @@ fn probe_unit(
         });
     }
     let floor = NoiseFloor::of(&done.rows);
-    for row in done.rows.iter_mut().filter(|r| r.condition != BASELINE_REFIT) {
+    for row in done
+        .rows
+        .iter_mut()
+        .filter(|r| r.condition != BASELINE_REFIT)
+    {
         if let Some(max) = floor.max {
             row.floor_retraction_rate = Some(max);
             row.exceeds_floor = row.retraction_rate.map(|r| r > max);
@@ -579,7 +597,9 @@ impl NoiseFloor {
         let min = rates.iter().copied().reduce(f64::min);
         NoiseFloor {
             max,
-            spread: (rates.len() >= 2).then(|| max.zip(min).map(|(a, b)| a - b)).flatten(),
+            spread: (rates.len() >= 2)
+                .then(|| max.zip(min).map(|(a, b)| a - b))
+                .flatten(),
         }
     }
 }
@@ -1289,8 +1309,12 @@ mod tests {
                     .collect()
             })
             .collect();
-        assert!(refit_scores.windows(2).all(|w| w[0] != w[1]), "bootstrap refits differ");
-        let baseline_scores: Vec<f32> = unit.judgments["baseline"].iter().map(|j| j.score).collect();
+        assert!(
+            refit_scores.windows(2).all(|w| w[0] != w[1]),
+            "bootstrap refits differ"
+        );
+        let baseline_scores: Vec<f32> =
+            unit.judgments["baseline"].iter().map(|j| j.score).collect();
         assert!(refit_scores.iter().all(|s| *s != baseline_scores));
         assert_eq!(fit("again", true).rows, unit.rows);
         let floor = NoiseFloor::of(&unit.rows).max.unwrap();

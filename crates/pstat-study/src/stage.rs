@@ -11,9 +11,9 @@ use pstat_data::activations::Activations;
 use pstat_stability::Judgments;
 use pstat_tables::{
     ACROSS_MODELS_JSON, AcrossModelPairRow, AcrossModelRow, AnswerRow, ClusterRow,
-    ComparisonFamilyRow, SignTestRow, ComparisonRow, ConditionTitle, DECISIONS_FILE, Decisions, DistanceRow,
+    ComparisonFamilyRow, ComparisonRow, ConditionTitle, DECISIONS_FILE, Decisions, DistanceRow,
     FamiliarityRow, FormatDecision, LAYERS_FILE, LayerChoice, RelabelledRow, ResampleRow,
-    StabilityRow, Table, ThemeRow, write_json, write_table,
+    SignTestRow, StabilityRow, Table, ThemeRow, write_json, write_table,
 };
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -29,12 +29,12 @@ mod io;
 pub mod keys;
 mod rows;
 
+pub use across::*;
 pub use io::{
     TableError, read_csv, read_json, read_table, read_table_opt, upsert, upsert_table, write_csv,
     write_json, write_table,
 };
 pub use keys::{Baseline, Instantiation, Probe, PromptFormat, UnknownValue};
-pub use across::*;
 pub use rows::*;
 
 use serde::Serialize;

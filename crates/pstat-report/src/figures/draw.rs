@@ -206,7 +206,10 @@ fn draw_panel<DB: DrawingBackend>(
             categories,
             series,
             medians,
-            (*floor, x_max.unwrap_or_else(|| dots_axis_max(series, medians, *floor))),
+            (
+                *floor,
+                x_max.unwrap_or_else(|| dots_axis_max(series, medians, *floor)),
+            ),
         ),
         PanelBody::Curves {
             x_label,
