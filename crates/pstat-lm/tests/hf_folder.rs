@@ -423,7 +423,7 @@ fn damaged_folders_are_refused_with_the_file_and_field() {
                     "high_freq_factor": 4.0, "original_max_position_embeddings": 64,
                     "rope_theta": 1e6},
                 "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
-            "llama3 RoPE scaling is not implemented for gemma3",
+            "llama3 RoPE scaling, which is not implemented for gemma3",
         ),
     ] {
         let dir = scratch("gemma3");
@@ -512,7 +512,7 @@ fn both_config_layouts_read_the_same_rope() {
     assert_eq!(old.rope_base, 500000.0);
     // head_dim 16, base 5e5, original context 64: wavelengths 6.3 to 6e4 cover the three
     // regimes (kept below 16, divided by 8 above 64, smoothed between).
-    let factors = old.rope_freq_factors.unwrap();
+    let factors = old.rope_freq_factors.clone().unwrap();
     assert_eq!(factors.len(), 8);
     assert_eq!((factors[0], factors[7]), (1.0, 8.0));
     assert!(factors.iter().any(|&f| f > 1.0 && f < 8.0), "{factors:?}");

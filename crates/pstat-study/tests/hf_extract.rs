@@ -148,7 +148,9 @@ fn unit_records(run: &Path) -> Vec<PathBuf> {
             if path.is_dir() {
                 stack.push(path);
             } else if path.file_name().is_some_and(|n| n == "unit.json")
-                && path.components().any(|c| c.as_os_str() == "representational")
+                && path
+                    .components()
+                    .any(|c| c.as_os_str() == "representational")
             {
                 found.push(path);
             }
@@ -164,7 +166,10 @@ fn same_tables(a: &Value, b: &Value, at: &str, worst: &mut f64) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             let keys = |m: &serde_json::Map<String, Value>| -> Vec<String> {
-                m.keys().filter(|k| !k.ends_with("sha256")).cloned().collect()
+                m.keys()
+                    .filter(|k| !k.ends_with("sha256"))
+                    .cloned()
+                    .collect()
             };
             assert_eq!(keys(x), keys(y), "{at}: fields differ");
             for key in keys(x) {
@@ -180,7 +185,10 @@ fn same_tables(a: &Value, b: &Value, at: &str, worst: &mut f64) {
         (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
             let (u, v) = (x.as_f64().unwrap(), y.as_f64().unwrap());
             let d = (u - v).abs();
-            assert!(d <= 1e-2 * (1.0 + v.abs()), "{at}: {u} (in-process) vs {v} (imported)");
+            assert!(
+                d <= 1e-2 * (1.0 + v.abs()),
+                "{at}: {u} (in-process) vs {v} (imported)"
+            );
             *worst = worst.max(d);
         }
         _ => assert_eq!(a, b, "{at}: differs"),
