@@ -25,9 +25,12 @@ The provenance pstat checks (model sha256, input format, data hash) is copied fr
 it names the model file pstat runs, which must hold the same weights as HF_FOLDER_OR_ID; the
 tokenizer check is the guard against a different model, not a proof of the weights.
 
-Defaults: bfloat16 on a GPU, float32 on the CPU. Statements go in batches of similar length
-(sorted by length, at most --batch-tokens padded tokens per batch), right-padded, so padding
-never precedes a real token under the causal mask. Values are stored in f16 (f32 when one lies
+Only the requested layers are kept: a forward hook on each requested block takes its output,
+and the deepest one ends the forward pass (later blocks and the LM head never run). Defaults:
+bfloat16 on a GPU, float32 on the CPU. Statements go in batches of similar length (sorted by
+length, at most --batch-tokens padded tokens per batch), right-padded, so padding never precedes
+a real token under the causal mask; the memory a batch holds besides the weights is about
+--batch-tokens × hidden × (requested layers + the model's working set of one block) values. Values are stored in f16 (f32 when one lies
 beyond f16's range), as pstat's cache does.
 
 Needs torch, transformers, numpy, safetensors and xxhash.
@@ -151,40 +154,52 @@ def batches(lengths, batch_tokens: int):
         yield batch
 
 
-def last_block_output(model):
-    """A hook on the last decoder block keeping its output: transformers' last
-    `hidden_states` entry has the final norm applied, pstat's last layer does not."""
-    captured = {}
-
-    def keep(_module, _inputs, output):
-        captured["h"] = output[0] if isinstance(output, tuple) else output
-
-    model.get_decoder().layers[-1].register_forward_hook(keep)
-    return captured
+class _Deepest(Exception):
+    """Raised by the hook of the deepest requested block: nothing after it is computed."""
 
 
 def extract(model, statements, layers, batch_tokens: int, device):
-    """Per layer, each statement's [tokens, hidden] float32 rows, in statement order."""
+    """Per layer, each statement's [tokens, hidden] float32 rows, in statement order.
+
+    Block L's output is `hidden_states[L]` (the last block's before the final norm, as pstat
+    counts it). Hooks on the requested blocks keep their outputs, and the deepest one stops the
+    forward pass, so neither later blocks nor the LM head run and no other layer is kept."""
     lengths = [len(s["token_ids"]) for s in statements]
     out = {l: [None] * len(statements) for l in layers}
-    n_layers = model.config.num_hidden_layers
-    last = last_block_output(model) if n_layers in layers else None
-    with torch.no_grad():
-        for batch in batches(lengths, batch_tokens):
-            width = max(lengths[i] for i in batch)
-            ids = torch.zeros((len(batch), width), dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):
-                ids[row, : lengths[i]] = torch.tensor(statements[i]["token_ids"])
-                mask[row, : lengths[i]] = 1
-            result = model(
-                input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True
-            )
-            for l in layers:
-                hidden = last["h"] if l == n_layers else result.hidden_states[l]
-                states = hidden.float().cpu().numpy()
+    decoder = model.get_decoder()
+    captured = {}
+    deepest = max(layers)
+
+    def hook(layer):
+        def keep(_module, _inputs, output):
+            captured[layer] = output[0] if isinstance(output, tuple) else output
+            if layer == deepest:
+                raise _Deepest
+
+        return keep
+
+    handles = [decoder.layers[l - 1].register_forward_hook(hook(l)) for l in layers]
+    try:
+        with torch.no_grad():
+            for batch in batches(lengths, batch_tokens):
+                width = max(lengths[i] for i in batch)
+                ids = torch.zeros((len(batch), width), dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
                 for row, i in enumerate(batch):
-                    out[l][i] = states[row, : lengths[i]]
+                    ids[row, : lengths[i]] = torch.tensor(statements[i]["token_ids"])
+                    mask[row, : lengths[i]] = 1
+                captured.clear()
+                try:
+                    decoder(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
+                except _Deepest:
+                    pass
+                for l in layers:
+                    states = captured[l].float().cpu().numpy()
+                    for row, i in enumerate(batch):
+                        out[l][i] = states[row, : lengths[i]]
+    finally:
+        for handle in handles:
+            handle.remove()
     return out
 
 
@@ -211,17 +226,18 @@ def main():
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=getattr(torch, dtype))
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=getattr(torch, dtype))
     model.to(args.device).eval()
-    n_layers = model.config.num_hidden_layers
+    text_config = model.config.get_text_config()
+    n_layers, hidden = text_config.num_hidden_layers, text_config.hidden_size
     for cell in cells(args.dir):
         export = json.loads((cell / "export.json").read_text())
         statements = [json.loads(line) for line in (cell / "statements.jsonl").open()]
         layers = [int(l) for l in args.layers.split(",")] if args.layers else export["layers"]
-        if export["n_layers"] != n_layers or export["hidden"] != model.config.hidden_size:
+        if export["n_layers"] != n_layers or export["hidden"] != hidden:
             sys.exit(
                 f"{cell / 'export.json'}: the run's model has {export['n_layers']} layers of "
-                f"{export['hidden']}, {args.model} {n_layers} of {model.config.hidden_size}"
+                f"{export['hidden']}, {args.model} {n_layers} of {hidden}"
             )
         if any(not 1 <= l <= n_layers for l in layers):
             sys.exit(f"--layers: every layer must be in 1..={n_layers}")

@@ -469,11 +469,12 @@ fn translate(
         RopeScaling::Llama3 { .. } => {
             // The per-pair divisors apply to every RoPE table of the model, so only to models
             // whose layers share one RoPE.
-            config.require(
-                global_rope.field,
-                !matches!(arch, Arch::Gemma2 | Arch::Gemma3),
-                &format!("llama3 RoPE scaling is not implemented for {a}"),
-            )?;
+            if matches!(arch, Arch::Gemma2 | Arch::Gemma3) {
+                return Err(config.field_error(
+                    global_rope.field,
+                    format!("asks for llama3 RoPE scaling, which is not implemented for {a}"),
+                ));
+            }
             rope_freq_factors = Some(global_rope.llama3_divisors(head_dim));
         }
     }
@@ -493,27 +494,31 @@ fn translate(
             } else {
                 local.scaling == RopeScaling::None
             };
-            config.require(
-                local.field,
-                scaling_ok,
-                &format!(
-                    "{a}'s sliding-window layers are implemented with {}",
-                    if arch == Arch::Gemma2 {
-                        "the full-attention layers' RoPE scaling"
-                    } else {
-                        "no RoPE scaling"
-                    }
-                ),
-            )?;
+            if !scaling_ok {
+                return Err(config.field_error(
+                    local.field,
+                    format!(
+                        "asks for {:?}: {a}'s sliding-window layers are implemented with {}",
+                        local.scaling,
+                        if arch == Arch::Gemma2 {
+                            "the full-attention layers' RoPE scaling"
+                        } else {
+                            "no RoPE scaling"
+                        }
+                    ),
+                ));
+            }
             put("rope.freq_base_swa", Value::F32(local.theta as f32));
         }
-        (_, Some(local)) => {
-            config.require(
+        (_, Some(local))
+            if (local.theta, &local.scaling) != (global_rope.theta, &global_rope.scaling) =>
+        {
+            return Err(config.field_error(
                 local.field,
-                *local == global_rope,
-                &format!("{a} has no sliding-window layers with a RoPE of their own"),
-            )?;
+                format!("differs from the full-attention RoPE: {a} has no sliding-window layers with a RoPE of their own"),
+            ));
         }
+        (_, Some(_)) => {}
         (_, None) => {}
     }
     let partial = config.positive_or("partial_rotary_factor", Some(1.0))?;
@@ -640,6 +645,11 @@ fn translate(
                 !config.bool_or("attention_bias", false)?,
                 &format!("attention biases are not implemented for {a}"),
             )?;
+            config.require(
+                "use_bidirectional_attention",
+                !config.bool_or("use_bidirectional_attention", false)?,
+                "attention is implemented as causal",
+            )?;
             // transformers scales q·k by query_pre_attn_scalar^-1/2 (256 when absent, the
             // config classes' default); llama.cpp infers it from the block count instead.
             let scalar = config.positive_or("query_pre_attn_scalar", Some(256.0))?;
@@ -690,7 +700,7 @@ fn all_full_attention(config: &Config, n_layers: usize, windowed: bool) -> Resul
 }
 
 /// One RoPE as transformers computes it: base and scaling, with the config field it came from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct RopeSetting {
     field: &'static str,
     theta: f64,
@@ -801,15 +811,16 @@ fn rope_settings(
     } else {
         (rope_setting(config, "rope_parameters", params, None)?, None)
     };
-    if let Some(theta) = config.get("rope_theta") {
-        config.require(
+    if let Some(theta) = config.get("rope_theta")
+        && theta.as_f64() != Some(global.theta)
+    {
+        return Err(config.field_error(
             "rope_theta",
-            theta.as_f64() == Some(global.theta),
-            &format!(
-                "differs from {}.rope_theta = {}",
+            format!(
+                "is {theta}: differs from {}.rope_theta = {}",
                 global.field, global.theta
             ),
-        )?;
+        ));
     }
     Ok((global, local))
 }

@@ -30,16 +30,13 @@ const PROMPTS: &[&str] = &[
 ];
 
 fn python() -> Option<PathBuf> {
-    match std::env::var_os("PSTAT_TRANSFORMERS_PYTHON") {
-        Some(p) => Some(PathBuf::from(p)),
-        None if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("PSTAT_TRANSFORMERS_PYTHON is not set (scripts/test-references installs it)")
-        }
-        None => {
-            eprintln!("PSTAT_TRANSFORMERS_PYTHON is not set: transformers not compared");
-            None
-        }
-    }
+    std::env::var_os("PSTAT_TRANSFORMERS_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| {
+            pstat_testkit::missing(
+                "PSTAT_TRANSFORMERS_PYTHON is not set (scripts/test-references installs it): transformers not compared",
+            )
+        })
 }
 
 /// Sequences of assorted lengths (past the fixtures' 8- and 16-token windows) over the ids all

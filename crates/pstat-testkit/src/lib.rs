@@ -21,13 +21,6 @@ pub fn missing<T>(why: impl Display) -> Option<T> {
     None
 }
 
-/// For tests that are opt-in everywhere, CI included (a reference implementation that needs
-/// torch, which the CI machines do not install): records the skip, never fails.
-pub fn opt_in_missing<T>(why: impl Display) -> Option<T> {
-    record_skip(&why);
-    None
-}
-
 fn record_skip(why: &dyn Display) {
     // libtest names each test's thread after the test; with one test thread it runs on `main`,
     // where the test binary's name is the better label.
