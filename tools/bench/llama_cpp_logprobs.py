@@ -33,7 +33,9 @@ def main():
     for ids in prompts:
         llm.reset()
         llm.eval(ids)
-        logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        # The last token's logits, straight from the context (as tools/fixtures/logprobs.py).
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+        logits = logits.astype(np.float64)
         logp = logits - logits.max()
         logp -= np.log(np.exp(logp).sum())
         top = np.argsort(-logp)[:5]

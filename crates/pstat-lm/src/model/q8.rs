@@ -86,6 +86,15 @@ pub struct A8K {
     pub d: f32,
 }
 
+/// `x` rounded to the nearest integer, ties to even, for |x| < 2²²: adding and subtracting
+/// 1.5·2²³ leaves no fraction bits (a plain add, where `round_ties_even` is a libm call on
+/// baseline x86-64).
+#[inline(always)]
+fn round_even(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (x + MAGIC) - MAGIC
+}
+
 /// llama.cpp's x86 q8_0 quantization: `d = amax/127` (stored as f16), `q = round(x·127/amax)`
 /// with ties to even.
 pub fn quantize_q8_0(x: &[f32]) -> Vec<A8_0> {
@@ -96,7 +105,7 @@ pub fn quantize_q8_0(x: &[f32]) -> Vec<A8_0> {
             let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
             let mut qs = [0i8; 32];
             for (q, &v) in qs.iter_mut().zip(xs) {
-                *q = (v * id).round_ties_even() as i8;
+                *q = round_even(v * id) as i8;
             }
             A8_0 {
                 qs,
@@ -129,7 +138,7 @@ pub fn quantize_q8_k(x: &[f32]) -> Vec<A8K> {
             }
             let iscale = -127.0 / max;
             for (q, &v) in block.qs.iter_mut().zip(xs) {
-                *q = ((iscale * v).round_ties_even() as i32).min(127) as i8;
+                *q = (round_even(iscale * v) as i32).min(127) as i8;
             }
             for (s, qs) in block.bsums.iter_mut().zip(block.qs.chunks_exact(16)) {
                 *s = qs.iter().map(|&q| q as i16).sum();
@@ -645,7 +654,7 @@ mod tests {
         let mut isas = vec![];
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if Isa::detect() != Isa::Scalar {
                 isas.push(Isa::Avx2);
             }
             if Isa::detect() == Isa::Vnni {

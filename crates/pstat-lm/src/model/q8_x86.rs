@@ -8,7 +8,7 @@
 //! sums of four, `vpdpwssd` for the scaled sums of the K-quants), which needs fewer
 //! instructions for the same exact sums.
 
-use super::q8::{A8_0, A8K, Activations, Combine, GROUP, Isa, half_at, scale_min_k4};
+use super::q8::{A8_0, A8K, Activations, Combine, GROUP, Isa, scale_min_k4};
 use candle_core::quantized::GgmlDType;
 use std::ops::Range;
 
@@ -65,18 +65,6 @@ macro_rules! kernels {
         use super::*;
         use std::arch::x86_64::*;
 
-        /// Four vectors of i32 lanes summed each: `[Σv0, Σv1, Σv2, Σv3]`.
-        #[inline]
-        #[target_feature(enable = $features)]
-        fn hsum4(v: [__m256i; 4]) -> [i32; 4] {
-            let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-            let s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
-            let mut out = [0i32; 4];
-            // SAFETY: 16 bytes into a 4 × i32 array.
-            unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), s) };
-            out
-        }
-
         /// 16 bytes of nibbles as 32 bytes: low nibbles (elements 0–15), then high (16–31).
         #[inline]
         #[target_feature(enable = $features)]
@@ -109,8 +97,26 @@ macro_rules! kernels {
             _mm256_and_si256(set, _mm256_set1_epi8(0x10))
         }
 
+        /// The f16 at `p` as f32 (F16C: the exact conversion, as `half`'s).
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn f16_at(p: *const u8) -> f32 {
+            let bits = unsafe { std::ptr::read_unaligned(p.cast::<u16>()) };
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+        }
+
+        /// Four vectors of i32 lanes summed each, as a vector `[Σv0, Σv1, Σv2, Σv3]`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn hsum4v(v: [__m256i; 4]) -> __m128i {
+            let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+            _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+        }
+
         /// The 32-element types: each block's integer dot product with each row (`SIGNED`
-        /// weights through the sign trick, |w| times ±a), combined block by block.
+        /// weights through the sign trick, |w| times ±a), combined block by block with
+        /// [`Combine::scale`] (or [`Combine::scale_min`] for `MIN`), the four rows' f32
+        /// operations in the four lanes of one vector.
         #[inline]
         #[target_feature(enable = $features)]
         unsafe fn blocks32<const SIGNED: bool, const MIN: bool>(
@@ -120,27 +126,35 @@ macro_rules! kernels {
             out: &mut [f32],
             weights: impl Fn(*const u8) -> __m256i,
         ) {
-            out.fill(0.0);
+            let mut acc = _mm_setzero_ps();
             for (b, block) in row.chunks_exact(size).enumerate() {
-                let w = weights(block.as_ptr());
+                let p = block.as_ptr();
+                let w = weights(p);
                 let u = if SIGNED { _mm256_sign_epi8(w, w) } else { w };
+                let a: [&A8_0; GROUP] = std::array::from_fn(|r| &acts[r][b]);
                 let v: [__m256i; GROUP] = std::array::from_fn(|r| {
                     // SAFETY: 32 bytes of the block's activations.
-                    let a = unsafe { _mm256_loadu_si256(acts[r][b].qs.as_ptr().cast()) };
-                    let s = if SIGNED { _mm256_sign_epi8(a, w) } else { a };
+                    let x = unsafe { _mm256_loadu_si256(a[r].qs.as_ptr().cast()) };
+                    let s = if SIGNED { _mm256_sign_epi8(x, w) } else { x };
                     $dot4(u, s)
                 });
-                let sums = hsum4(v);
-                let (d, m) = (half_at(block, 0), half_at(block, 2));
-                for (r, o) in out.iter_mut().enumerate() {
-                    let a = &acts[r][b];
-                    *o = if MIN {
-                        Combine::scale_min(*o, d, m, a.d, sums[r], a.sum)
-                    } else {
-                        Combine::scale(*o, d, a.d, sums[r])
-                    };
+                let sums = _mm_cvtepi32_ps(hsum4v(v));
+                let d_a = _mm_setr_ps(a[0].d, a[1].d, a[2].d, a[3].d);
+                // SAFETY: d (and m) are the block's first f16s.
+                let d_w = _mm_set1_ps(unsafe { f16_at(p) });
+                let mut t = _mm_mul_ps(_mm_mul_ps(d_w, d_a), sums);
+                if MIN {
+                    let m_w = _mm_set1_ps(unsafe { f16_at(p.add(2)) });
+                    let sum_a =
+                        _mm_cvtepi32_ps(_mm_setr_epi32(a[0].sum, a[1].sum, a[2].sum, a[3].sum));
+                    t = _mm_add_ps(t, _mm_mul_ps(m_w, _mm_mul_ps(d_a, sum_a)));
                 }
+                acc = _mm_add_ps(acc, t);
             }
+            let mut all = [0.0f32; GROUP];
+            // SAFETY: 16 bytes into a 4 × f32 array.
+            unsafe { _mm_storeu_ps(all.as_mut_ptr(), acc) };
+            out.copy_from_slice(&all[..out.len()]);
         }
 
         #[target_feature(enable = $features)]
@@ -192,10 +206,11 @@ macro_rules! kernels {
             let qs_at = if FIFTH { 48 } else { 16 };
             let low4 = _mm256_set1_epi8(0x0F);
             let one = _mm256_set1_epi8(1);
-            out.fill(0.0);
+            let mut total = [0.0f32; GROUP];
             for (b, block) in row.chunks_exact(size).enumerate() {
                 let p = block.as_ptr();
-                let (d, dmin) = (half_at(block, 0), half_at(block, 2));
+                // SAFETY: d and dmin are the block's first two f16s.
+                let (d, dmin) = unsafe { (f16_at(p), f16_at(p.add(2))) };
                 let (mut sc, mut mn) = ([0i16; 8], [0i32; 8]);
                 for j in 0..8 {
                     let (s, m) = scale_min_k4(j, &block[4..16]);
@@ -235,8 +250,10 @@ macro_rules! kernels {
                         }
                     }
                 }
-                let sums = hsum4(acc);
-                for (r, o) in out.iter_mut().enumerate() {
+                let mut sums = [0i32; GROUP];
+                // SAFETY: 16 bytes into a 4 × i32 array.
+                unsafe { _mm_storeu_si128(sums.as_mut_ptr().cast(), hsum4v(acc)) };
+                for (r, o) in total.iter_mut().enumerate() {
                     let a = &acts[r][b];
                     let m: i32 = (0..8)
                         .map(|j| mn[j] * (a.bsums[2 * j] as i32 + a.bsums[2 * j + 1] as i32))
@@ -244,6 +261,7 @@ macro_rules! kernels {
                     *o = Combine::scale_dmin(*o, d, dmin, a.d, sums[r], m);
                 }
             }
+            out.copy_from_slice(&total[..out.len()]);
         }
 
         #[target_feature(enable = $features)]
@@ -262,10 +280,11 @@ macro_rules! kernels {
         pub unsafe fn q6_k(row: &[u8], acts: [&[A8K]; GROUP], out: &mut [f32]) {
             let low4 = _mm256_set1_epi8(0x0F);
             let two = _mm256_set1_epi8(0x03);
-            out.fill(0.0);
+            let mut total = [0.0f32; GROUP];
             for (b, block) in row.chunks_exact(210).enumerate() {
                 let p = block.as_ptr();
-                let d = half_at(block, 208);
+                // SAFETY: d is the f16 at 208 of the 210-byte block.
+                let d = unsafe { f16_at(p.add(208)) };
                 let sc: [i16; 16] = std::array::from_fn(|j| block[192 + j] as i8 as i16);
                 let mut acc = [_mm256_setzero_si256(); GROUP];
                 for half in 0..2 {
@@ -305,13 +324,16 @@ macro_rules! kernels {
                         }
                     }
                 }
-                let sums = hsum4(acc);
-                for (r, o) in out.iter_mut().enumerate() {
+                let mut sums = [0i32; GROUP];
+                // SAFETY: 16 bytes into a 4 × i32 array.
+                unsafe { _mm_storeu_si128(sums.as_mut_ptr().cast(), hsum4v(acc)) };
+                for (r, o) in total.iter_mut().enumerate() {
                     let a = &acts[r][b];
                     let m: i32 = (0..16).map(|j| sc[j] as i32 * a.bsums[j] as i32).sum();
                     *o = Combine::scale(*o, d, a.d, sums[r] - 32 * m);
                 }
             }
+            out.copy_from_slice(&total[..out.len()]);
         }
     };
 }
@@ -339,7 +361,7 @@ mod avx2 {
         _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales))
     }
 
-    kernels!("avx2", dot4, dot_scaled);
+    kernels!("avx2,f16c", dot4, dot_scaled);
 }
 
 mod vnni {
