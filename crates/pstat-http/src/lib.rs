@@ -86,9 +86,14 @@ impl HttpOptions {
     pub fn validate(&self) -> Result<(), HttpError> {
         if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= MAX_TIMEOUT_S)
         {
+            // A huge number as written (1e300), not as its 301 digits.
+            let shown = if self.timeout_s.abs() >= 1e6 {
+                format!("{:e}", self.timeout_s)
+            } else {
+                self.timeout_s.to_string()
+            };
             return Err(HttpError::Config(format!(
-                "timeout_s = {} (expected a positive number of seconds, at most {MAX_TIMEOUT_S})",
-                self.timeout_s
+                "timeout_s = {shown} (expected a positive number of seconds, at most {MAX_TIMEOUT_S})"
             )));
         }
         if self.max_backoff_ms > MAX_BACKOFF_MS {
