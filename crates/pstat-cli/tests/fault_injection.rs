@@ -8,6 +8,18 @@
 //!
 //! Needs the embedded model in `$PSTAT_HOME` (`pstat models pull smollm2-135m-instruct`);
 //! without it the model cases record a skip, except under CI=true, where that is a failure.
+//!
+//! Nothing on disk is trusted unless it proves where it belongs: on a tiny random-weight
+//! Llama (`tiny_llama`), a unit record copied over another unit's, a saved probe with one
+//! byte changed, an edited split, `probe.json`, a unit's manifest and `familiarity.jsonl` are
+//! named, moved aside and recomputed to the same bytes; a folder whose `config.toml` is gone
+//! reuses nothing under another config. Without a binary model: a config compared as a config
+//! and a damaged one named, a failed first run that leaves the folder free, a lock that is a
+//! link, durations of any size, damaged probes and non-finite activations, `pstat cluster
+//! --out`, groups on a line, and servers that answer `Retry-After: 1e20` or never answer.
+
+#[path = "../../pstat-study/tests/tiny_llama/mod.rs"]
+mod tiny_llama;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -580,4 +592,568 @@ fn a_unit_stopped_by_sigterm_says_how_to_resume_and_resumes_from_its_checkpoint(
     assert_ne!(expected_lines[0], changed);
     expected_lines[0] = &changed;
     assert_eq!(resumed.lines().collect::<Vec<_>>(), expected_lines);
+
+/// A folder with the tiny random-weight Llama, a `PSTAT_HOME` of its own and run configs of
+/// two probes at three layers (four probe units) and familiarity, on a few statements.
+struct Tiny {
+    dir: tempfile::TempDir,
+    model: PathBuf,
+}
+
+impl Tiny {
+    fn new() -> Option<Self> {
+        let vocab = tiny_llama::vocabulary()?;
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("tiny-llama.gguf");
+        tiny_llama::write_tiny_llama(&vocab, &model);
+        Some(Tiny { dir, model })
+    }
+
+    /// The run config with `test_limit` held-out statements.
+    fn config(&self, test_limit: usize) -> PathBuf {
+        let path = self.dir.path().join(format!("tiny-{test_limit}.toml"));
+        let text = format!(
+            r#"
+            models = [{model:?}]
+            domains = ["city_locations"]
+            test_limit = {test_limit}
+            train_limit = 60
+            bootstrap_resamples = 20
+            [representational]
+            probes = ["sawmil", "mass_mean"]
+            layer_offsets = [-1, 0]
+            mass_mean_layer_offsets = [0, 1]
+            veracity_layer = 3
+            sawmil_c = 1.0
+            [behavioral]
+            enabled = false
+            [familiarity]
+            statements_per_kind = 3
+            distance_pairs = 20
+            [clustering]
+            enabled = false
+            "#,
+            model = self.model.display().to_string()
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn run(&self, config: &Path, out: &Path) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_pstat"))
+            .env("PSTAT_HOME", self.dir.path().join("home"))
+            .env("RAYON_NUM_THREADS", "2")
+            .args(["run", "--quiet", "--config"])
+            .arg(config)
+            .arg("--out")
+            .arg(out)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn complete(&self, config: &Path, out: &Path) -> String {
+        let output = self.run(config, out);
+        let stderr = stderr_of(&output);
+        assert!(output.status.success(), "pstat run failed:\n{stderr}");
+        stderr
+    }
+}
+
+/// The file `path` with one bit of its byte `from_end` bytes before the end flipped.
+fn flip_a_bit(path: &Path, from_end: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = bytes.len() - from_end;
+    bytes[at] ^= 0x01;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_run_folder_reuses_only_what_proves_where_it_belongs() {
+    let Some(tiny) = Tiny::new() else { return };
+    let config = tiny.config(12);
+    let out = tiny.dir.path().join("run");
+    tiny.complete(&config, &out);
+    let expected = results(&out);
+    let cell = out.join("tiny-llama/city_locations");
+    let unit =
+        |probe: &str, layer: usize| cell.join(format!("representational/{probe}/layer_{layer:02}"));
+    for dir in [
+        unit("sawmil", 2),
+        unit("sawmil", 3),
+        unit("mass_mean", 3),
+        unit("mass_mean", 4),
+    ] {
+        assert!(dir.join("unit.json").is_file(), "{}", dir.display());
+    }
+
+    // A valid record of another unit (mass_mean's) copied over sawmil's.
+    let copied = unit("sawmil", 3).join("unit.json");
+    std::fs::copy(unit("mass_mean", 3).join("unit.json"), &copied).unwrap();
+    // One byte of a saved probe.
+    let probe = std::fs::read_dir(unit("mass_mean", 3))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".probe.safetensors"))
+        .unwrap();
+    flip_a_bit(&probe, 3);
+    // A split with two ids swapped: valid JSON, another split.
+    let split = out.join("splits/city_locations.json");
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&split).unwrap()).unwrap();
+    let train0 = value["train"][0].clone();
+    value["train"][0] = value["test"][0].clone();
+    value["test"][0] = train0;
+    std::fs::write(&split, serde_json::to_string_pretty(&value).unwrap() + "\n").unwrap();
+    // Provenance records nobody else reads back.
+    let probe_json = unit("sawmil", 2).join("probe.json");
+    change_a_digit(&probe_json, 0);
+    let unit_manifest = unit("mass_mean", 4).join("unit.json.manifest.json");
+    let text = std::fs::read_to_string(&unit_manifest).unwrap();
+    change_a_digit(&unit_manifest, text.find("config_hash").unwrap());
+    let lines = cell.join("familiarity.jsonl");
+    change_a_digit(&lines, 0);
+    // The run manifest names the program that last wrote into the folder.
+    let manifest = out.join("manifest.json");
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    value["git_commit"] = "an older build".into();
+    std::fs::write(&manifest, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+
+    let stderr = tiny.complete(&config, &out);
+    for damaged in [&copied, &probe, &split, &probe_json, &unit_manifest, &lines] {
+        let named = stderr
+            .lines()
+            .any(|l| l.contains("warning") && l.contains(&*damaged.display().to_string()));
+        assert!(named, "{} is not named:\n{stderr}", damaged.display());
+        let mut aside = damaged.as_os_str().to_owned();
+        aside.push(".corrupt");
+        assert!(
+            Path::new(&aside).is_file(),
+            "{} moved aside",
+            damaged.display()
+        );
+    }
+    assert!(
+        stderr.contains(
+            "not of `tiny-llama/city_locations/representational/sawmil/layer_03/unit.json`"
+        ),
+        "{stderr}"
+    );
+    assert_same_results(&expected, &out);
+
+    // config.toml deleted and another config asked for: refused, nothing touched.
+    std::fs::remove_file(out.join("config.toml")).unwrap();
+    let mut before = expected.clone();
+    before.remove("config.toml");
+    let output = tiny.run(&tiny.config(10), &out);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("config.toml is missing")
+            && stderr.contains("nothing computed under another config is reused"),
+        "{stderr}"
+    );
+    assert_eq!(results(&out), before, "nothing written");
+    // The config the manifest names takes the folder back.
+    let stderr = tiny.complete(&config, &out);
+    assert!(
+        stderr.contains("written again from this config"),
+        "{stderr}"
+    );
+    assert_same_results(&expected, &out);
+}
+
+/// A config whose model does not exist: a run of it fails after claiming the folder.
+fn no_model_config(dir: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "models = [\"/nonexistent/model.gguf\"]\ndomains = [\"city_locations\"]\ntest_limit = 20\n{extra}"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn pstat_run(home: &Path, config: &Path, out: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pstat"))
+        .env("PSTAT_HOME", home)
+        .args(["run", "--quiet", "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_config_toml_is_compared_as_a_config_and_a_damaged_one_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let home = work.path().join("home");
+    let config = no_model_config(work.path(), "");
+    let out = work.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let held = out.join("config.toml");
+    // The same config with other whitespace and comments: the same run.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &held,
+        format!("# edited\n\n{}", text.replace(" = ", "   =   ")),
+    )
+    .unwrap();
+    let stderr = stderr_of(&pstat_run(&home, &config, &out));
+    assert!(!stderr.contains("another config"), "{stderr}");
+    assert!(stderr.contains("/nonexistent/model.gguf"), "{stderr}");
+    // A damaged config.toml: the file, the line and the setting.
+    std::fs::write(
+        &held,
+        text.replace("test_limit = 20", "test_limit = \"twenty\""),
+    )
+    .unwrap();
+    let output = pstat_run(&home, &config, &out);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&*held.display().to_string())
+            && stderr.contains("line 3")
+            && stderr.contains("test_limit"),
+        "{stderr}"
+    );
+    // Another config: each setting that differs, with both values.
+    std::fs::write(&held, text.replace("test_limit = 20", "test_limit = 40")).unwrap();
+    let stderr = stderr_of(&pstat_run(&home, &config, &out));
+    assert!(
+        stderr.contains("`test_limit` is 40 there, 20 here"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_failed_first_run_leaves_the_folder_to_the_next_config() {
+    let work = tempfile::tempdir().unwrap();
+    let home = work.path().join("home");
+    let out = work.path().join("out");
+    let first = no_model_config(work.path(), "");
+    let output = pstat_run(&home, &first, &out);
+    assert!(!output.status.success(), "{}", stderr_of(&output));
+    assert!(
+        !out.join("config.toml").exists(),
+        "the folder is not claimed"
+    );
+    let corrected = no_model_config(work.path(), "train_limit = 60");
+    let stderr = stderr_of(&pstat_run(&home, &corrected, &out));
+    assert!(!stderr.contains("another config"), "{stderr}");
+    assert!(stderr.contains("/nonexistent/model.gguf"), "{stderr}");
+}
+
+#[test]
+fn a_lock_that_is_a_link_is_refused_and_its_target_untouched() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let target = work.path().join("precious.txt");
+    std::fs::write(&target, "keep me").unwrap();
+    std::os::unix::fs::symlink(&target, out.join(".lock")).unwrap();
+    let config = no_model_config(work.path(), "");
+    let output = pstat_run(&work.path().join("home"), &config, &out);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+}
+
+#[test]
+fn durations_of_any_size_are_refused_naming_the_setting() {
+    let work = tempfile::tempdir().unwrap();
+    let home = work.path().join("home");
+    for (extra, setting) in [
+        (
+            "[behavioral]\nbackend = \"http://127.0.0.1:9\"\n[behavioral.http]\ntimeout_s = 1e300",
+            "behavioral.http",
+        ),
+        ("[clustering.http]\ntimeout_s = 1e300", "clustering.http"),
+        (
+            "[behavioral.http]\nmax_backoff_ms = 99999999999",
+            "max_backoff_ms",
+        ),
+    ] {
+        let config = no_model_config(work.path(), extra);
+        let output = pstat_run(&home, &config, &work.path().join("out"));
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(1), "{extra}: {stderr}");
+        assert!(
+            stderr.contains(setting) && stderr.contains("at most"),
+            "{extra}: {stderr}"
+        );
+        assert!(!work.path().join("out").exists(), "refused before any work");
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_pstat"))
+        .env("PSTAT_HOME", &home)
+        .args([
+            "prompt",
+            "--model",
+            "/nonexistent/model.gguf",
+            "--domain",
+            "city_locations",
+        ])
+        .args([
+            "--backend",
+            "http://127.0.0.1:9",
+            "--timeout",
+            "1e300",
+            "--out",
+        ])
+        .arg(work.path().join("out"))
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("timeout_s = 1e300") && stderr.contains("at most"),
+        "{stderr}"
+    );
+}
+
+/// A server on a free port answering every request with `reply` (`None`: accepting and never
+/// answering), for `seconds`.
+fn serve(reply: Option<&'static str>, seconds: u64) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        let until = Instant::now() + Duration::from_secs(seconds);
+        listener.set_nonblocking(true).unwrap();
+        while Instant::now() < until {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    if let Some(reply) = reply {
+                        use std::io::{Read, Write};
+                        stream.set_nonblocking(false).unwrap();
+                        let mut buffer = [0u8; 4096];
+                        let _ = stream.read(&mut buffer);
+                        let _ = stream.write_all(reply.as_bytes());
+                    }
+                    open.push(stream);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    });
+    url
+}
+
+#[test]
+fn a_server_that_answers_retry_after_1e20_or_never_is_an_error_not_a_panic_or_a_silent_wait() {
+    let Some(tiny) = Tiny::new() else { return };
+    let prompt = |url: &str, out: &Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pstat"))
+            .env("PSTAT_HOME", tiny.dir.path().join("home"))
+            .args(["prompt", "--model"])
+            .arg(&tiny.model)
+            .args([
+                "--domain",
+                "city_locations",
+                "--limit",
+                "4",
+                "--backend",
+                url,
+            ])
+            .args(extra)
+            .arg("--out")
+            .arg(out)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let busy = serve(
+        Some(
+            "HTTP/1.1 503 Busy\r\nRetry-After: 1e20\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy",
+        ),
+        60,
+    );
+    let output = prompt(&busy, &tiny.dir.path().join("busy"), &["--retries", "1"]);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("HTTP 503 after 2 attempt(s)"), "{stderr}");
+    // Accepts and never answers: a line every 30 s on stderr and in run.log, then an error.
+    let silent = serve(None, 120);
+    let out = tiny.dir.path().join("silent");
+    let started = Instant::now();
+    let output = prompt(&silent, &out, &["--retries", "0", "--timeout", "40"]);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(90), "bounded");
+    let waiting = format!("waiting for {silent}");
+    assert!(
+        stderr.contains(&waiting) && stderr.contains("gives up after at most 40s"),
+        "{stderr}"
+    );
+    let log = std::fs::read_to_string(out.join("run.log")).unwrap();
+    assert!(log.contains(&waiting), "{log}");
+}
+
+/// A safetensors file of f32 `X` [rows, cols] (and, for bags, `bag_offsets` and `y`).
+fn safetensors_file(path: &Path, tensors: Vec<(&str, safetensors::Dtype, Vec<usize>, Vec<u8>)>) {
+    let views: Vec<(&str, safetensors::tensor::TensorView)> = tensors
+        .iter()
+        .map(|(name, dtype, shape, data)| {
+            (
+                *name,
+                safetensors::tensor::TensorView::new(*dtype, shape.clone(), data).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, path).unwrap();
+}
+
+fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
+    values.into_iter().flat_map(f32::to_le_bytes).collect()
+}
+
+#[test]
+fn sawmil_predict_refuses_a_damaged_probe_and_non_finite_activations() {
+    let dir = tempfile::tempdir().unwrap();
+    let pstat = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pstat"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // 20 bags of 3 instances in 2 dimensions; positive bags lie along the first feature.
+    let (bags, size, d) = (20usize, 3usize, 2usize);
+    let x = f32_bytes((0..bags * size * d).map(|i| {
+        let (bag, feature) = (i / (size * d), i % d);
+        let sign = if bag % 2 == 0 { 1.0 } else { -1.0 };
+        if feature == 0 {
+            sign * 2.0 + (i % 7) as f32 * 0.1
+        } else {
+            (i % 5) as f32 * 0.1
+        }
+    }));
+    let offsets = (0..=bags)
+        .flat_map(|b| ((b * size) as i64).to_le_bytes())
+        .collect();
+    let y = (0..bags)
+        .map(|b| if b % 2 == 0 { 1u8 } else { 0xff })
+        .collect();
+    let file = dir.path().join("bags.safetensors");
+    safetensors_file(
+        &file,
+        vec![
+            ("X", safetensors::Dtype::F32, vec![bags * size, d], x),
+            (
+                "bag_offsets",
+                safetensors::Dtype::I64,
+                vec![bags + 1],
+                offsets,
+            ),
+            ("y", safetensors::Dtype::I8, vec![bags], y),
+        ],
+    );
+    let probe = dir.path().join("probe.safetensors");
+    let (file_arg, probe_arg) = (file.to_str().unwrap(), probe.to_str().unwrap());
+    let output = pstat(&[
+        "sawmil", "fit", "--bags", file_arg, "--C", "1", "--out", probe_arg,
+    ]);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let predict = [
+        "sawmil", "predict", "--probe", probe_arg, "--bags", file_arg,
+    ];
+    assert!(pstat(&predict).status.success());
+    // Each byte of the tensors (w, b and the scaler of 2 features: 7 f64) changed alone is
+    // refused.
+    let intact = std::fs::read(&probe).unwrap();
+    for from_end in 1..=7 * 8 {
+        flip_a_bit(&probe, from_end);
+        let output = pstat(&predict);
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(1), "byte -{from_end}: {stderr}");
+        assert!(
+            stderr.contains(probe_arg) && stderr.contains("hash"),
+            "{stderr}"
+        );
+        assert!(output.stdout.is_empty(), "no score printed");
+        std::fs::write(&probe, &intact).unwrap();
+    }
+    // Activations holding NaN, under a valid content hash: refused, naming file and statement.
+    let mut acts = pstat_data::activations::Activations::new(d);
+    acts.push("s:0", &[1], &[0.5, 1.0]);
+    acts.push("s:1", &[2], &[f32::NAN, 1.0]);
+    let path = dir.path().join("acts.safetensors");
+    acts.write(&path, pstat_data::activations::Precision::F32)
+        .unwrap();
+    let output = pstat(&[
+        "sawmil",
+        "predict",
+        "--probe",
+        probe_arg,
+        "--activations",
+        path.to_str().unwrap(),
+    ]);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(path.to_str().unwrap()) && stderr.contains("s:1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn cluster_honours_out_and_two_groups_on_a_line_are_two_clusters() {
+    let dir = tempfile::tempdir().unwrap();
+    // 40 points on a line in 3-D: 20 near 0, 20 near 10.
+    let input = dir.path().join("line.safetensors");
+    let values = (0..40).flat_map(|i| {
+        let t = if i < 20 { 0.0 } else { 10.0 } + (i % 7) as f32 * 0.05;
+        [t, 2.0 * t, -t]
+    });
+    safetensors_file(
+        &input,
+        vec![("X", safetensors::Dtype::F32, vec![40, 3], f32_bytes(values))],
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_pstat"))
+        .args(["cluster", "--input"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(result["no_structure"].is_null(), "{result}");
+    let labels: Vec<i64> = result["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_i64().unwrap())
+        .collect();
+    assert!(
+        labels[..20].iter().all(|&l| l == labels[0])
+            && labels[20..].iter().all(|&l| l == labels[20])
+    );
+    assert_ne!(labels[0], labels[20]);
+    // With --model, --out names the run folder; nothing lands in ./results.
+    let out = dir.path().join("study");
+    let output = Command::new(env!("CARGO_BIN_EXE_pstat"))
+        .current_dir(dir.path())
+        .env("PSTAT_HOME", dir.path().join("home"))
+        .args([
+            "cluster",
+            "--model",
+            "/nonexistent/model.gguf",
+            "--domain",
+            "city_locations",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{}", stderr_of(&output));
+    assert!(
+        !dir.path().join("results").exists(),
+        "{}",
+        stderr_of(&output)
+    );
+    assert!(out.is_dir());
 }

@@ -143,15 +143,34 @@ pub struct GridResult {
 /// Below this ratio of the second to the first principal variance the points lie on a line.
 const RANK_ONE_RATIO: f64 = 1e-8;
 
+/// What Algorithm 1 can find in `x`.
+enum Shape {
+    /// Nothing (the reason): see [`no_structure`].
+    Nothing(String),
+    /// The points lie on a line in separated groups: one label per point (see
+    /// [`groups_on_a_line`]).
+    Line(Vec<i32>),
+    /// Spread in two directions or more: the grid runs.
+    Spread,
+}
+
 /// Why Algorithm 1 has nothing to find in `x`, if so: no points, fewer points than the grid's
 /// smallest `min_cluster_size` (HDBSCAN cannot form a cluster), every point the same (zero
-/// variance), or points that vary along one direction only (rank 1: UMAP's neighbour graph of
-/// a line is a chain that HDBSCAN cuts into arbitrary pieces; 100 identical points gave 17
-/// "clusters" and unimodal 1-D noise 18 before this check).
+/// variance), or points that vary along one direction only with no gap between groups (rank
+/// 1: UMAP's neighbour graph of a line is a chain that HDBSCAN cuts into arbitrary pieces; 100
+/// identical points gave 17 "clusters" and unimodal 1-D noise 18 before this check). Points on
+/// a line in separated groups are structure: [`run_grid`] labels the groups.
 pub fn no_structure(x: &Matrix, grid: &Grid, seed: u64) -> Option<String> {
+    match shape(x, grid, seed) {
+        Shape::Nothing(reason) => Some(reason),
+        Shape::Line(_) | Shape::Spread => None,
+    }
+}
+
+fn shape(x: &Matrix, grid: &Grid, seed: u64) -> Shape {
     let n = x.rows();
     if n == 0 {
-        return Some("no points".into());
+        return Shape::Nothing("no points".into());
     }
     let smallest = grid
         .min_cluster_size
@@ -160,7 +179,7 @@ pub fn no_structure(x: &Matrix, grid: &Grid, seed: u64) -> Option<String> {
         .min()
         .unwrap_or_else(|| Grid::default().min_cluster_size[0]);
     if n < smallest {
-        return Some(format!(
+        return Shape::Nothing(format!(
             "{n} points, fewer than the smallest min_cluster_size ({smallest})"
         ));
     }
@@ -180,40 +199,92 @@ pub fn no_structure(x: &Matrix, grid: &Grid, seed: u64) -> Option<String> {
     let (first, second) = (variance(0), variance(1));
     // Relative to the magnitude of the values, so float rounding of identical rows counts as 0.
     if first <= 1e-12 * mean_square.max(f64::MIN_POSITIVE) {
-        return Some(format!("zero variance: all {n} points are the same"));
+        return Shape::Nothing(format!("zero variance: all {n} points are the same"));
     }
     if second <= RANK_ONE_RATIO * first {
-        return Some(format!(
-            "rank-1 input: the {n} points vary along a single direction"
-        ));
+        let along: Vec<f64> = (0..n).map(|i| scores.get(i, 0)).collect();
+        return match groups_on_a_line(&along, smallest) {
+            Some(labels) => Shape::Line(labels),
+            None => Shape::Nothing(format!(
+                "rank-1 input: the {n} points vary along a single direction, in one group"
+            )),
+        };
     }
-    None
+    Shape::Spread
+}
+
+/// The groups of points at positions `t` along a line: split, recursively, at the widest gap
+/// that leaves at least `smallest` points on each side, when that gap is wider than the
+/// standard deviation of the points on either side (two groups apart, not the spread of one
+/// unimodal group, whose widest inner gap is a fraction of its deviation). Labels 0, 1, … in
+/// order along the line; `None` when the points form one group.
+fn groups_on_a_line(t: &[f64], smallest: usize) -> Option<Vec<i32>> {
+    fn deviation(v: &[f64]) -> f64 {
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
+    }
+    fn split(v: &[f64], offset: usize, smallest: usize, cuts: &mut Vec<usize>) {
+        let smallest = smallest.max(1);
+        if v.len() < 2 * smallest {
+            return;
+        }
+        let widest = (smallest..=v.len() - smallest)
+            .max_by(|&a, &b| (v[a] - v[a - 1]).total_cmp(&(v[b] - v[b - 1])))
+            .expect("at least one place to cut");
+        let gap = v[widest] - v[widest - 1];
+        if gap > deviation(&v[..widest]).max(deviation(&v[widest..])) {
+            cuts.push(offset + widest);
+            split(&v[..widest], offset, smallest, cuts);
+            split(&v[widest..], offset + widest, smallest, cuts);
+        }
+    }
+    let mut order: Vec<usize> = (0..t.len()).collect();
+    order.sort_by(|&a, &b| t[a].total_cmp(&t[b]));
+    let sorted: Vec<f64> = order.iter().map(|&i| t[i]).collect();
+    let mut cuts = Vec::new();
+    split(&sorted, 0, smallest, &mut cuts);
+    if cuts.is_empty() {
+        return None;
+    }
+    let mut labels = vec![0i32; t.len()];
+    for (rank, &i) in order.iter().enumerate() {
+        labels[i] = cuts.iter().filter(|&&c| c <= rank).count() as i32;
+    }
+    Some(labels)
 }
 
 /// Runs Algorithm 1 on the rows of `x`. Every UMAP uses `seed`, so a grid point's result does not
 /// depend on which other grid points run. An empty grid falls back to the default grid.
-/// An input with [`no_structure`] gets no clustering: every point is noise.
+/// An input with [`no_structure`] gets no clustering: every point is noise. Points on a line in
+/// separated groups get one cluster per group ([`groups_on_a_line`]) without the grid, whose
+/// UMAP would cut each group's chain into pieces.
 pub fn run_grid(x: &Matrix, grid: &Grid, seed: u64) -> GridResult {
     let mut configs = grid.configs();
     if configs.is_empty() {
         configs = Grid::default().configs();
     }
-    if let Some(reason) = no_structure(x, grid, seed) {
-        let labels = vec![-1; x.rows()];
-        let pca = pca_scores(x, 2, seed);
-        let at = |i: usize, c: usize| if c < pca.cols() { pca.get(i, c) } else { 0.0 };
-        let all_noise = score_labels(configs[0], &pca, &labels);
-        return GridResult {
-            chosen: configs[0],
-            chosen_index: 0,
-            score: all_noise.score,
-            scores: Vec::new(),
-            labels,
-            embedding_2d: (0..x.rows()).map(|i| [at(i, 0), at(i, 1)]).collect(),
-            seed,
-            no_structure: Some(reason),
-        };
+    let (labels, no_structure) = match shape(x, grid, seed) {
+        Shape::Nothing(reason) => (vec![-1; x.rows()], Some(reason)),
+        Shape::Line(labels) => (labels, None),
+        Shape::Spread => return run_configs(x, &configs, seed),
+    };
+    let pca = pca_scores(x, 2, seed);
+    let at = |i: usize, c: usize| if c < pca.cols() { pca.get(i, c) } else { 0.0 };
+    let scored = score_labels(configs[0], &pca, &labels);
+    GridResult {
+        chosen: configs[0],
+        chosen_index: 0,
+        score: scored.score,
+        scores: Vec::new(),
+        labels,
+        embedding_2d: (0..x.rows()).map(|i| [at(i, 0), at(i, 1)]).collect(),
+        seed,
+        no_structure,
     }
+}
+
+/// The grid over `configs` (Algorithm 1 proper).
+fn run_configs(x: &Matrix, configs: &[PipelineConfig], seed: u64) -> GridResult {
     let mut best: Option<(usize, Vec<i32>, Matrix)> = None;
     let mut scores: Vec<ConfigScore> = Vec::with_capacity(configs.len());
     let mut cache: Option<((usize, UmapParams), Matrix)> = None;
@@ -366,6 +437,34 @@ mod tests {
                 .unwrap()
                 .starts_with("rank-1")
         );
+        // Two groups apart on a line are structure: one cluster each, in the column and
+        // along the 8-D direction.
+        let two: Vec<f64> = t
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v + if i % 2 == 0 { 0.0 } else { 20.0 })
+            .collect();
+        for x in [
+            Matrix::new(100, 1, two.clone()).unwrap(),
+            Matrix::new(
+                100,
+                8,
+                two.iter()
+                    .flat_map(|v| direction.map(|c| 5.0 + c * v))
+                    .collect(),
+            )
+            .unwrap(),
+        ] {
+            let r = run_grid(&x, &Grid::default(), 42);
+            assert_eq!(r.no_structure, None);
+            let first = r.labels[0];
+            assert!(r.labels.iter().step_by(2).all(|&l| l == first));
+            assert!(
+                r.labels.iter().skip(1).step_by(2).all(|&l| l == 1 - first),
+                "{:?}",
+                r.labels
+            );
+        }
         // Two directions of spread is not rank 1.
         let x = Matrix::new(100, 2, noise(100, 2, 8)).unwrap();
         assert_eq!(no_structure(&x, &Grid::default(), 42), None);

@@ -4,7 +4,6 @@
 
 use pstat_http::{Client, HttpOptions};
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
 
 /// The answer the template asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,20 +137,8 @@ pub struct Labeler {
 }
 
 impl Labeler {
-    /// The key comes from `OPENAI_API_KEY` if set; see [`Labeler::from_config`] for a named
-    /// variable and the retry settings.
-    pub fn new(url: &str, model: &str, max_attempts: usize, timeout: Duration) -> Self {
-        let config = LabelerConfig {
-            url: url.to_string(),
-            model: model.to_string(),
-            attempts: max_attempts,
-            http: HttpOptions::with_timeout(timeout.max(Duration::from_millis(1))),
-        };
-        let client = Client::new(&config.http);
-        // Without a named key variable and with a positive timeout, nothing can fail.
-        Self::with_client(&config, client.expect("default HTTP options are valid"))
-    }
-
+    /// The key comes from `http.api_key_env`, else from `OPENAI_API_KEY` if set; the
+    /// timeout and retries from `http` (`[clustering.http]` of a run config).
     pub fn from_config(config: &LabelerConfig) -> Result<Self, LabelerError> {
         Ok(Self::with_client(config, Client::new(&config.http)?))
     }
@@ -335,10 +322,23 @@ mod tests {
         (url, handle)
     }
 
+    fn judge(url: &str, attempts: usize) -> Labeler {
+        Labeler::from_config(&LabelerConfig {
+            url: url.to_string(),
+            model: "judge".into(),
+            attempts,
+            http: HttpOptions {
+                timeout_s: 10.0,
+                ..HttpOptions::default()
+            },
+        })
+        .unwrap()
+    }
+
     #[test]
     fn retries_until_valid() {
         let (url, server) = serve(vec!["no idea".into(), format!("```json\n{VALID}\n```")]);
-        let labeler = Labeler::new(&url, "judge", 3, Duration::from_secs(10));
+        let labeler = judge(&url, 3);
         let outcome = labeler.label("PROMPT").unwrap();
         assert_eq!(outcome.attempts, 2);
         assert_eq!(outcome.label.retraction_hypothesis, "Referent ambiguity");
@@ -383,7 +383,7 @@ mod tests {
     #[test]
     fn gives_up_after_max_attempts() {
         let (url, server) = serve(vec!["{}".into(), "nope".into()]);
-        let labeler = Labeler::new(&format!("{url}/v1/"), "judge", 2, Duration::from_secs(10));
+        let labeler = judge(&format!("{url}/v1/"), 2);
         match labeler.label("PROMPT") {
             Err(LabelerError::Invalid { attempts: 2, last }) => {
                 assert_eq!(last, "no JSON object in the answer")

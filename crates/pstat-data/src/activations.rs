@@ -17,8 +17,8 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-/// Metadata key of the content hash.
-const CONTENT_HASH: &str = "content_xxh3";
+/// Metadata key of the content hash (of an activation file, and of a saved probe).
+pub const CONTENT_HASH: &str = "content_xxh3";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Activations {
@@ -296,6 +296,18 @@ impl Activations {
                 n_tokens
             ));
         }
+        // An imported file (or one written outside pstat) can hold a valid hash over NaN: a
+        // non-finite activation would score as a silent NaN, so the file is refused.
+        if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+            let row = at / hidden.max(1);
+            let statement = offsets.partition_point(|&o| o <= row).saturating_sub(1);
+            return Err(format!(
+                "value {} at token row {row}, column {} (statement `{}`): activations must be finite",
+                values[at],
+                at % hidden.max(1),
+                statement_ids[statement]
+            ));
+        }
         Ok(Activations {
             hidden,
             values,
@@ -310,7 +322,7 @@ impl Activations {
 /// xxh3-64 of the data section of a safetensors file (everything after the 8-byte length and
 /// the JSON header) followed by its metadata entries in key order (the statement ids live
 /// there), the content hash itself left out.
-fn content_hash(bytes: &[u8], metadata: &BTreeMap<String, String>) -> Result<u64, String> {
+pub fn content_hash(bytes: &[u8], metadata: &BTreeMap<String, String>) -> Result<u64, String> {
     let header_len = bytes
         .get(..8)
         .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
@@ -494,6 +506,19 @@ mod tests {
         let (_, path) = written(dir.path());
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        assert_corrupt_and_moved_aside(&path);
+    }
+
+    #[test]
+    fn a_non_finite_value_under_a_valid_hash_is_corrupt_naming_the_statement() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Activations::new(2);
+        a.push("s:0", &[1], &[0.5, 1.0]);
+        a.push("s:1", &[2, 3], &[0.5, 1.0, f32::NAN, 2.0]);
+        let path = dir.path().join("layer_3.safetensors");
+        a.write(&path, Precision::F32).unwrap();
+        let err = Activations::read(&path).unwrap_err().to_string();
+        assert!(err.contains("s:1") && err.contains("finite"), "{err}");
         assert_corrupt_and_moved_aside(&path);
     }
 

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -38,12 +39,22 @@ pub fn write_json_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> std::
     write_atomic(path, &bytes)
 }
 
-/// A JSON record that carries the sha256 of its own content: what a run reads back to decide
-/// that a unit is done. Serializing after parsing gives the same bytes (floats round-trip), so
-/// the check needs no second file.
+/// A JSON record that carries the sha256 of its own content and of its role: what a run
+/// reads back to decide that a unit is done. The role names what the record is (for a run's
+/// records, its path inside the run folder, which spells the unit's key), so a valid record
+/// copied over another unit's fails its check instead of standing in for it. Serializing after
+/// parsing gives the same bytes (floats round-trip), so the check needs no second file.
+///
+/// `files` vouches for the files written beside the record before it (a unit's manifest,
+/// its `probe.json`, its saved probes, the per-statement lines behind a summary): name (in the
+/// record's folder) → sha256. Nobody else reads them back, so the record's check is what
+/// keeps an edited or damaged one from outliving a rerun.
 #[derive(Serialize, Deserialize)]
 struct Checked<T> {
+    role: String,
     content_sha256: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    files: BTreeMap<String, String>,
     record: T,
 }
 
@@ -55,23 +66,70 @@ pub struct Corrupt {
     pub reason: String,
 }
 
-/// Writes `record` atomically with the sha256 of its JSON form ([`read_checked_json`] checks it).
-pub fn write_checked_json<T: Serialize>(path: &Path, record: &T) -> std::io::Result<()> {
-    let content = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+/// The sha256 a checked record carries: of its role, a NUL, and its JSON content.
+fn role_hash(role: &str, content: &[u8]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(role.as_bytes());
+    hasher.update([0u8]);
+    hasher.update(content);
+    hex::encode(hasher.finalize())
+}
+
+/// The hash of a checked record: its role, and its content with the files it vouches for.
+fn record_hash<T: Serialize>(
+    role: &str,
+    record: &T,
+    files: &BTreeMap<String, String>,
+) -> serde_json::Result<String> {
+    let content = if files.is_empty() {
+        serde_json::to_vec(record)?
+    } else {
+        serde_json::to_vec(&(record, files))?
+    };
+    Ok(role_hash(role, &content))
+}
+
+/// Writes `record` atomically with its role, the sha256 of each of `files` (written beside it,
+/// in its folder) and the sha256 of all of them ([`read_checked_json`] checks them).
+pub fn write_checked_json<T: Serialize>(
+    path: &Path,
+    role: &str,
+    record: &T,
+    files: &[PathBuf],
+) -> std::io::Result<()> {
+    let mut vouched = BTreeMap::new();
+    for file in files {
+        let name = file
+            .file_name()
+            .filter(|_| file.parent() == path.parent())
+            .ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "{} is not beside {}",
+                    file.display(),
+                    path.display()
+                ))
+            })?;
+        let bytes = std::fs::read(file)?;
+        vouched.insert(name.to_string_lossy().into_owned(), sha256_hex(&bytes));
+    }
     write_json_atomic(
         path,
         &Checked {
-            content_sha256: sha256_hex(&content),
+            role: role.to_string(),
+            content_sha256: record_hash(role, record, &vouched).map_err(std::io::Error::other)?,
+            files: vouched,
             record,
         },
     )
 }
 
-/// The record at `path`; `Ok(None)` when there is none. A file that does not parse, or whose
-/// content no longer matches its hash (garbled in place, edited by hand), is [`Corrupt`]: the
-/// caller moves it aside ([`move_aside`]) and recomputes it, never uses it.
+/// The record at `path` written for `role`; `Ok(None)` when there is none. A file that does
+/// not parse, whose content no longer matches its hash (garbled in place, edited by hand) or
+/// that was written for another role (copied from another unit) is [`Corrupt`]: the caller
+/// moves it aside ([`move_aside`]) and recomputes it, never uses it.
 pub fn read_checked_json<T: Serialize + serde::de::DeserializeOwned>(
     path: &Path,
+    role: &str,
 ) -> Result<Option<T>, Corrupt> {
     let corrupt = |reason: String| Corrupt {
         path: path.to_path_buf(),
@@ -84,13 +142,84 @@ pub fn read_checked_json<T: Serialize + serde::de::DeserializeOwned>(
     };
     let checked: Checked<T> =
         serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("not a valid record: {e}")))?;
-    let content = serde_json::to_vec(&checked.record).map_err(|e| corrupt(e.to_string()))?;
-    if sha256_hex(&content) != checked.content_sha256 {
+    let hash = record_hash(&checked.role, &checked.record, &checked.files)
+        .map_err(|e| corrupt(e.to_string()))?;
+    if hash != checked.content_sha256 {
         return Err(corrupt(
             "content does not match its recorded sha256 (damaged on disk)".into(),
         ));
     }
+    if checked.role != role {
+        return Err(corrupt(format!(
+            "is the record of `{}`, not of `{role}` (copied from elsewhere)",
+            checked.role
+        )));
+    }
+    for (name, sha256) in &checked.files {
+        let file = path.with_file_name(name);
+        let reason = match std::fs::read(&file) {
+            Ok(bytes) if sha256_hex(&bytes) == *sha256 => continue,
+            Ok(_) => format!(
+                "does not match the sha256 {} records for it (damaged or edited)",
+                path.display()
+            ),
+            Err(e) => format!("unreadable ({e}), though {} vouches for it", path.display()),
+        };
+        return Err(Corrupt { path: file, reason });
+    }
     Ok(Some(checked.record))
+}
+
+/// Serializes `value` (a JSON object) as pretty JSON with one more top-level field,
+/// `content_sha256`, the sha256 of `role`, a NUL and the value's compact JSON; other readers
+/// of the format see the value's own fields unchanged. [`read_sealed_json`] checks it.
+pub fn write_sealed_json<T: Serialize>(path: &Path, role: &str, value: &T) -> std::io::Result<()> {
+    let content = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let mut object = serde_json::to_value(value).map_err(std::io::Error::other)?;
+    let Some(fields) = object.as_object_mut() else {
+        return Err(std::io::Error::other(
+            "a sealed record must be a JSON object",
+        ));
+    };
+    fields.insert(
+        "content_sha256".into(),
+        serde_json::Value::String(role_hash(role, &content)),
+    );
+    write_json_atomic(path, &object)
+}
+
+/// The value at `path` written by [`write_sealed_json`] for `role`; `Ok(None)` when absent.
+/// One that does not parse, has no `content_sha256`, or whose content (edited in place, even
+/// into other valid JSON of the same size) or role does not match it is [`Corrupt`].
+pub fn read_sealed_json<T: Serialize + serde::de::DeserializeOwned>(
+    path: &Path,
+    role: &str,
+) -> Result<Option<T>, Corrupt> {
+    let corrupt = |reason: String| Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(corrupt(format!("unreadable: {e}"))),
+    };
+    let mut object: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("not valid JSON: {e}")))?;
+    let recorded = object
+        .as_object_mut()
+        .and_then(|fields| fields.remove("content_sha256"))
+        .and_then(|v| v.as_str().map(str::to_string))
+        .ok_or_else(|| corrupt("has no content_sha256".into()))?;
+    let value: T =
+        serde_json::from_value(object).map_err(|e| corrupt(format!("not a valid record: {e}")))?;
+    let content = serde_json::to_vec(&value).map_err(|e| corrupt(e.to_string()))?;
+    if role_hash(role, &content) != recorded {
+        return Err(corrupt(format!(
+            "content does not match its recorded sha256 (edited or damaged on disk, or not the record of `{role}`)"
+        )));
+    }
+    Ok(Some(value))
 }
 
 /// Moves a damaged file aside to `<path>.corrupt` (replacing an older one) so that the caller
@@ -242,26 +371,79 @@ mod tests {
     fn a_checked_record_round_trips_and_same_size_damage_is_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("unit.json");
-        assert!(read_checked_json::<Vec<f64>>(&path).unwrap().is_none());
+        assert!(read_checked_json::<Vec<f64>>(&path, "u").unwrap().is_none());
         let record = vec![0.1, 1.0 / 3.0, 2.5e-7];
-        write_checked_json(&path, &record).unwrap();
-        assert_eq!(read_checked_json::<Vec<f64>>(&path).unwrap(), Some(record));
+        let beside = dir.path().join("probe.json");
+        std::fs::write(&beside, "{\"c\": 0.1}").unwrap();
+        write_checked_json(&path, "u", &record, &[beside.clone()]).unwrap();
+        assert_eq!(
+            read_checked_json::<Vec<f64>>(&path, "u").unwrap(),
+            Some(record)
+        );
+        // A valid record of another role (another unit's, copied over this one's) is refused.
+        let err = read_checked_json::<Vec<f64>>(&path, "v")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("record of `u`, not of `v`"), "{err}");
+        // A file it vouches for, edited (same size) or gone: named, the record not used.
+        std::fs::write(&beside, "{\"c\": 0.7}").unwrap();
+        let err = read_checked_json::<Vec<f64>>(&path, "u").unwrap_err();
+        assert_eq!(err.path, beside);
+        std::fs::remove_file(&beside).unwrap();
+        assert!(read_checked_json::<Vec<f64>>(&path, "u").is_err());
+        std::fs::write(&beside, "{\"c\": 0.1}").unwrap();
         // One digit changed in place: same size, still valid JSON, wrong content.
         let text = std::fs::read_to_string(&path).unwrap();
         let garbled = text.replacen("2.5e-7", "2.6e-7", 1);
         assert_eq!(garbled.len(), text.len());
         std::fs::write(&path, garbled).unwrap();
-        let err = read_checked_json::<Vec<f64>>(&path)
+        let err = read_checked_json::<Vec<f64>>(&path, "u")
             .unwrap_err()
             .to_string();
         assert!(err.contains("unit.json") && err.contains("sha256"), "{err}");
         std::fs::write(&path, &text.as_bytes()[..text.len() / 2]).unwrap();
-        let err = read_checked_json::<Vec<f64>>(&path)
+        let err = read_checked_json::<Vec<f64>>(&path, "u")
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a valid record"), "{err}");
         let aside = move_aside(&path).unwrap();
         assert!(!path.exists() && aside.ends_with("unit.json.corrupt"));
+    }
+
+    #[test]
+    fn a_sealed_value_keeps_its_fields_and_refuses_an_edit_of_the_same_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("split.json");
+        let value = serde_json::json!({"train": ["a1", "b2"], "test": ["c3"]});
+        assert!(
+            read_sealed_json::<serde_json::Value>(&path, "s")
+                .unwrap()
+                .is_none()
+        );
+        write_sealed_json(&path, "s", &value).unwrap();
+        assert_eq!(
+            read_sealed_json::<serde_json::Value>(&path, "s").unwrap(),
+            Some(value)
+        );
+        // Other readers see the fields as before.
+        let plain: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(plain["test"][0], "c3");
+        // Two ids swapped: same size, valid JSON, another split.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let swapped = text
+            .replace("a1", "XX")
+            .replace("c3", "a1")
+            .replace("XX", "c3");
+        assert_eq!(swapped.len(), text.len());
+        std::fs::write(&path, swapped).unwrap();
+        let err = read_sealed_json::<serde_json::Value>(&path, "s")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("split.json") && err.contains("sha256"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, RwLock, mpsc};
+use std::time::{Duration, Instant};
 
 /// The variable read for the API key when none is named.
 pub const DEFAULT_KEY_VARIABLE: &str = "OPENAI_API_KEY";
@@ -18,6 +19,35 @@ const BODY_LIMIT: u64 = 256 << 20;
 
 /// Longest part of a server's error body kept in a message.
 const BODY_EXCERPT: usize = 2000;
+
+/// Longest `timeout_s` accepted (one day): any longer is a typo, and a duration beyond what
+/// the clock can add panics.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// Longest `max_backoff_ms` accepted (one hour); a server's `Retry-After` is capped by
+/// `max_backoff_ms` and, before that, read as at most this long.
+pub const MAX_BACKOFF_MS: u64 = 3_600_000;
+
+/// How often a request still waiting for its answer (or for its next attempt) is reported.
+pub const REPORT_EVERY: Duration = Duration::from_secs(30);
+
+/// Where the lines of requests that wait long go (stderr, and a run's log).
+pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
+
+static REPORTER: RwLock<Option<Reporter>> = RwLock::new(None);
+
+/// Sends the lines of long waits to `reporter` (`None`: to stderr) until replaced. A run sets
+/// it so that its log gets them too.
+pub fn set_reporter(reporter: Option<Reporter>) {
+    *REPORTER.write().unwrap_or_else(|e| e.into_inner()) = reporter;
+}
+
+fn report(line: &str) {
+    match &*REPORTER.read().unwrap_or_else(|e| e.into_inner()) {
+        Some(reporter) => reporter(line),
+        None => eprintln!("{line}"),
+    }
+}
 
 /// Timeout, retries and credentials of a client; every field has a default, so a config
 /// names only what it changes.
@@ -51,19 +81,31 @@ impl Default for HttpOptions {
 }
 
 impl HttpOptions {
-    /// The defaults with another timeout.
-    pub fn with_timeout(timeout: Duration) -> Self {
-        HttpOptions {
-            timeout_s: timeout.as_secs_f64(),
-            ..HttpOptions::default()
-        }
-    }
-
+    /// Every duration checked against its bounds, naming the field: the client never panics
+    /// on a duration, whatever number a config or a flag gives.
     pub fn validate(&self) -> Result<(), HttpError> {
-        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= MAX_TIMEOUT_S)
+        {
+            // A huge number as written (1e300), not as its 301 digits.
+            let shown = if self.timeout_s.abs() >= 1e6 {
+                format!("{:e}", self.timeout_s)
+            } else {
+                self.timeout_s.to_string()
+            };
             return Err(HttpError::Config(format!(
-                "timeout_s = {} (expected a positive number of seconds)",
-                self.timeout_s
+                "timeout_s = {shown} (expected a positive number of seconds, at most {MAX_TIMEOUT_S})"
+            )));
+        }
+        if self.max_backoff_ms > MAX_BACKOFF_MS {
+            return Err(HttpError::Config(format!(
+                "max_backoff_ms = {} (at most {MAX_BACKOFF_MS}, one hour)",
+                self.max_backoff_ms
+            )));
+        }
+        if self.retries > 100 {
+            return Err(HttpError::Config(format!(
+                "retries = {} (at most 100)",
+                self.retries
             )));
         }
         if self.backoff_ms > self.max_backoff_ms {
@@ -86,6 +128,26 @@ impl HttpOptions {
         let wait = retry_after.map_or(doubled, |r| r.min(cap).max(doubled));
         wait.mul_f64(rand::random_range(0.5..=1.0))
     }
+
+    /// The longest a request can take before it gives up: every attempt's timeout and the
+    /// longest wait before each retry.
+    pub fn longest_wait(&self) -> Duration {
+        let attempts = self.retries as u32 + 1;
+        Duration::from_secs_f64(self.timeout_s).saturating_mul(attempts)
+            + Duration::from_millis(self.max_backoff_ms).saturating_mul(self.retries as u32)
+    }
+}
+
+/// A server's `Retry-After` in seconds, as a duration: a number the clock cannot hold
+/// (`1e20`) is read as the longest wait there is ([`MAX_BACKOFF_MS`]) before the client's own
+/// cap applies; a negative or non-numeric one (an HTTP date) is ignored.
+fn retry_after(value: &str) -> Option<Duration> {
+    let seconds = value.trim().parse::<f64>().ok()?;
+    if seconds.is_nan() || seconds < 0.0 {
+        return None;
+    }
+    let cap = MAX_BACKOFF_MS as f64 / 1000.0;
+    Some(Duration::from_secs_f64(seconds.min(cap)))
 }
 
 /// The API key: the named variable (which must then be set and non-empty), else
@@ -141,6 +203,8 @@ pub struct Client {
     key: Option<String>,
     options: HttpOptions,
     retried: AtomicUsize,
+    /// [`REPORT_EVERY`] (shorter in tests).
+    report_every: Duration,
 }
 
 impl Client {
@@ -161,6 +225,7 @@ impl Client {
             key,
             options: options.clone(),
             retried: AtomicUsize::new(0),
+            report_every: REPORT_EVERY,
         })
     }
 
@@ -171,7 +236,7 @@ impl Client {
 
     /// `GET url` as JSON, retried like [`Client::post_json`].
     pub fn get_json(&self, url: &str) -> Result<Value, HttpError> {
-        self.with_retries(|attempts| {
+        self.with_retries(url, |attempts| {
             let mut request = self.agent.get(url);
             if let Some(key) = &self.key {
                 request = request.header("Authorization", format!("Bearer {key}"));
@@ -190,7 +255,7 @@ impl Client {
         mut check: impl FnMut(Value) -> Result<T, String>,
     ) -> Result<T, HttpError> {
         let body = body.to_string();
-        self.with_retries(|attempts| {
+        self.with_retries(url, |attempts| {
             let mut request = self
                 .agent
                 .post(url)
@@ -204,21 +269,55 @@ impl Client {
 
     fn with_retries<T>(
         &self,
+        url: &str,
         mut attempt: impl FnMut(usize) -> Result<T, Failure>,
     ) -> Result<T, HttpError> {
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            match attempt(attempts) {
-                Ok(v) => return Ok(v),
-                Err(Failure::Final(e)) => return Err(e),
-                Err(Failure::Retry(e, _)) if attempts > self.options.retries => return Err(e),
-                Err(Failure::Retry(_, retry_after)) => {
-                    self.retried.fetch_add(1, Ordering::Relaxed);
-                    std::thread::sleep(self.options.backoff(attempts, retry_after));
+        let current = AtomicUsize::new(1);
+        self.watched(url, &current, || {
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                current.store(attempts, Ordering::Relaxed);
+                match attempt(attempts) {
+                    Ok(v) => return Ok(v),
+                    Err(Failure::Final(e)) => return Err(e),
+                    Err(Failure::Retry(e, _)) if attempts > self.options.retries => return Err(e),
+                    Err(Failure::Retry(_, retry_after)) => {
+                        self.retried.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(self.options.backoff(attempts, retry_after));
+                    }
                 }
             }
-        }
+        })
+    }
+
+    /// Runs `request`, reporting every [`REPORT_EVERY`] that it is still waiting: which
+    /// address, for how long, which attempt, and when it gives up. A server that accepts and
+    /// never answers is then a line every 30 s and an error after [`HttpOptions::longest_wait`],
+    /// never a silent wait.
+    fn watched<T>(&self, url: &str, attempt: &AtomicUsize, request: impl FnOnce() -> T) -> T {
+        let (done, wait) = mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let started = Instant::now();
+                while let Err(mpsc::RecvTimeoutError::Timeout) =
+                    wait.recv_timeout(self.report_every)
+                {
+                    report(&format!(
+                        "waiting for {url}: no answer yet after {}s (attempt {} of {}, each up \
+                         to {}s); gives up after at most {}s",
+                        started.elapsed().as_secs(),
+                        attempt.load(Ordering::Relaxed),
+                        self.options.retries + 1,
+                        self.options.timeout_s,
+                        self.options.longest_wait().as_secs()
+                    ));
+                }
+            });
+            let result = request();
+            drop(done);
+            result
+        })
     }
 
     fn finish<T>(
@@ -246,9 +345,7 @@ impl Client {
             .headers()
             .get("retry-after")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64);
+            .and_then(retry_after);
         let text = response
             .body_mut()
             .with_config()
@@ -550,6 +647,90 @@ mod tests {
             .validate()
             .is_err()
         );
+    }
+
+    #[test]
+    fn any_duration_is_validated_and_a_huge_retry_after_is_capped() {
+        for timeout_s in [
+            1e300,
+            f64::INFINITY,
+            f64::NAN,
+            -1.0,
+            0.0,
+            MAX_TIMEOUT_S * 2.0,
+        ] {
+            let options = HttpOptions {
+                timeout_s,
+                ..HttpOptions::default()
+            };
+            let err = Client::new(&options).err().unwrap().to_string();
+            assert!(err.contains("timeout_s"), "{err}");
+        }
+        let huge = HttpOptions {
+            max_backoff_ms: u64::MAX,
+            backoff_ms: 1,
+            ..HttpOptions::default()
+        };
+        assert!(
+            huge.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("max_backoff_ms")
+        );
+        for header in ["1e20", "1e308", "inf", "18446744073709551616"] {
+            let wait = retry_after(header).unwrap();
+            assert!(wait <= Duration::from_millis(MAX_BACKOFF_MS), "{header}");
+        }
+        assert_eq!(retry_after("NaN"), None);
+        assert_eq!(retry_after("-3"), None);
+        // A 503 with `Retry-After: 1e20` waits at most max_backoff_ms, then retries.
+        let (url, server) = serve(vec![
+            Some((503, "Retry-After: 1e20\r\n", "busy".into())),
+            Some((200, "", "{}".into())),
+        ]);
+        let started = Instant::now();
+        assert!(Client::new(&fast()).unwrap().get_json(&url).is_ok());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_server_that_never_answers_is_reported_and_given_up_on() {
+        let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = lines.clone();
+        set_reporter(Some(Arc::new(move |line: &str| {
+            sink.lock().unwrap().push(line.to_string())
+        })));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        // Accepts and never answers.
+        let held = std::thread::spawn(move || {
+            let mut open = Vec::new();
+            for _ in 0..2 {
+                open.push(listener.accept().unwrap().0);
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        });
+        let options = HttpOptions {
+            timeout_s: 0.4,
+            retries: 1,
+            ..fast()
+        };
+        let mut client = Client::new(&options).unwrap();
+        client.report_every = Duration::from_millis(100);
+        let err = client.get_json(&url);
+        set_reporter(None);
+        let err = err.unwrap_err().to_string();
+        assert!(err.contains("after 2 attempt(s)"), "{err}");
+        let lines = lines.lock().unwrap();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(&format!("waiting for {url}"))
+                    && l.contains("gives up after at most")),
+            "{lines:?}"
+        );
+        held.join().unwrap();
     }
 
     #[test]

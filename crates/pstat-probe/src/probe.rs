@@ -10,7 +10,9 @@
 //! | `scaler_mean`  | F64   | [d]   | standardization mean                           |
 //! | `scaler_scale` | F64   | [d]   | standardization scale                          |
 //!
-//! Metadata: `probe` (`sawmil` | `mass-mean`) and, for sAwMIL, `C`, `eta` and `converged`
+//! Metadata: `probe` (`sawmil` | `mass-mean`), `content_xxh3` (the xxh3-64 of the tensors and
+//! the other metadata, as for an activation file, checked on every load: one changed byte
+//! makes the file refused, never scored) and, for sAwMIL, `C`, `eta` and `converged`
 //! (`true` | `false`: whether its QPs met their tolerances before the solver's caps).
 
 use crate::bags::{Bags, TrainingSet};
@@ -18,9 +20,10 @@ use crate::error::{ProbeError, Result, invalid};
 use crate::milfile::MilFile;
 use crate::standardize::Standardizer;
 use pstat_data::activations::Activations;
+use pstat_data::activations::{CONTENT_HASH, content_hash};
 use pstat_data::error::Malformed;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 /// Fit-predict in the linfa style: parameters fit a training set into a probe. `Sync`, so that
@@ -103,9 +106,13 @@ impl TrainedProbe {
     /// file order, exactly as a run judges them.
     pub fn score_activations(&self, acts: &Activations) -> Result<Vec<f32>> {
         self.check_dim(acts.hidden, "the activation file")?;
-        Ok((0..acts.len())
+        let scores: Vec<f32> = (0..acts.len())
             .map(|i| self.score(acts.statement(i)))
-            .collect())
+            .collect();
+        finite(&scores, |i| {
+            format!("statement `{}`", acts.statement_ids[i])
+        })?;
+        Ok(scores)
     }
 
     /// Scores of a bags file's bags, in bag order. Only a sAwMIL probe scores bags of
@@ -118,7 +125,9 @@ impl TrainedProbe {
             ));
         }
         self.check_dim(file.bags.dim(), "tensor `X`")?;
-        Ok(self.scores(&file.bags))
+        let scores = self.scores(&file.bags);
+        finite(&scores, |i| format!("bag {i}"))?;
+        Ok(scores)
     }
 
     fn check_dim(&self, found: usize, what: &str) -> Result<()> {
@@ -161,6 +170,13 @@ impl TrainedProbe {
         if let Some(converged) = self.converged {
             meta.insert("converged".into(), converged.to_string());
         }
+        let views: Vec<_> = views.collect();
+        // The data section does not depend on the metadata, so its hash can be stored there.
+        let unhashed = safetensors::serialize(views.clone(), Some(meta.clone()))
+            .expect("in-memory safetensors serialization");
+        let sorted: BTreeMap<String, String> = meta.clone().into_iter().collect();
+        let hash = content_hash(&unhashed, &sorted).expect("a well-formed file");
+        meta.insert(CONTENT_HASH.into(), format!("{hash:016x}"));
         let mut bytes =
             safetensors::serialize(views, Some(meta)).expect("in-memory safetensors serialization");
         sort_header(&mut bytes);
@@ -173,7 +189,21 @@ impl TrainedProbe {
 
     fn parse(bytes: &[u8]) -> std::result::Result<Self, String> {
         let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
-        let meta = header.metadata().clone().unwrap_or_default();
+        let mut meta: BTreeMap<String, String> = header
+            .metadata()
+            .clone()
+            .map(|m| m.into_iter().collect())
+            .unwrap_or_default();
+        let stored = meta.remove(CONTENT_HASH).ok_or(format!(
+            "metadata lacks `{CONTENT_HASH}` (not a probe pstat saved, or saved before probes \
+             carried a content hash: fit it again)"
+        ))?;
+        let actual = format!("{:016x}", content_hash(bytes, &meta)?);
+        if stored != actual {
+            return Err(format!(
+                "content hash mismatch (stored {stored}, computed {actual}): damaged or edited"
+            ));
+        }
         let tensors = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
         let vector = |name: &str| -> std::result::Result<Vec<f64>, String> {
             let t = tensors
@@ -207,6 +237,13 @@ impl TrainedProbe {
                 mean.len(),
                 scale.len()
             ));
+        }
+        let values = || direction.iter().chain(&b).chain(&mean).chain(&scale);
+        if values().any(|v| !v.is_finite()) || scale.iter().any(|s| *s <= 0.0) {
+            return Err(
+                "a weight, the bias or the scaler is not a finite number (or a scale is not above 0)"
+                    .into(),
+            );
         }
         let kind = match meta.get("probe").map(String::as_str) {
             Some("sawmil") => ProbeKind::SawMil,
@@ -257,6 +294,18 @@ impl TrainedProbe {
         };
         let bytes = std::fs::read(path).map_err(|e| file_error(e.to_string()))?;
         Self::from_bytes(&bytes).map_err(|Malformed(message)| file_error(message))
+    }
+}
+
+/// An error naming the first item (`what(i)`) whose score is not a finite number.
+fn finite(scores: &[f32], what: impl Fn(usize) -> String) -> Result<()> {
+    match scores.iter().position(|s| !s.is_finite()) {
+        None => Ok(()),
+        Some(i) => invalid(format!(
+            "the score of {} is {}, not a number",
+            what(i),
+            scores[i]
+        )),
     }
 }
 
@@ -313,5 +362,26 @@ mod tests {
         m.eta = None;
         m.converged = None;
         assert_eq!(TrainedProbe::from_bytes(&m.to_bytes()).unwrap(), m);
+    }
+
+    #[test]
+    fn one_changed_byte_anywhere_is_refused() {
+        let bytes = probe(ProbeKind::SawMil).to_bytes();
+        let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        // Every byte of the data section, and the digits of the metadata's `C`.
+        let c_at = String::from_utf8_lossy(&bytes[8..header])
+            .find("\"C\":\"0.5")
+            .unwrap()
+            + 8
+            + 7;
+        for at in (header..bytes.len()).chain([c_at]) {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x01;
+            let err = TrainedProbe::from_bytes(&damaged).unwrap_err().0;
+            assert!(
+                err.contains("hash") || err.contains("finite"),
+                "byte {at}: {err}"
+            );
+        }
     }
 }

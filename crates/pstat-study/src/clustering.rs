@@ -25,7 +25,6 @@ use pstat_tables::{ClusterRow, ThemeRow};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Fewer retracted statements than this are not clustered (HDBSCAN needs a handful per cluster).
 const MIN_POINTS: usize = 8;
@@ -223,7 +222,11 @@ fn label(
         .join("clusters")
         .join(&model.name)
         .join(domain.as_str());
-    let labeler = Labeler::new(url, "default", 3, Duration::from_secs(300));
+    let labeler = Labeler::from_config(&pstat_contrast::labeler::LabelerConfig {
+        url: url.to_string(),
+        http: study.config.clustering.http.clone(),
+        ..Default::default()
+    })?;
     for prompt in prompts {
         let path = dir.join(format!("label_{}.json", prompt.cluster_id));
         // Also a record: a garbled label is asked for again rather than reported.

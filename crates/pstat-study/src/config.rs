@@ -251,6 +251,10 @@ pub struct Clustering {
     pub enabled: bool,
     /// OpenAI-compatible chat endpoint that names the clusters (optional).
     pub labeler: Option<String>,
+    /// Per-request timeout, retries and the API key's variable of the labeler's client
+    /// (`[clustering.http]`, as `[behavioral.http]` for the scoring server).
+    #[serde(skip_serializing_if = "is_default")]
+    pub http: HttpOptions,
 }
 
 /// `behavioral.formats`: the prompt formats to run, or `auto`. In TOML a list of strings.
@@ -385,6 +389,7 @@ impl Default for Clustering {
         Clustering {
             enabled: true,
             labeler: None,
+            http: HttpOptions::default(),
         }
     }
 }
@@ -394,13 +399,18 @@ impl RunConfig {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let config: RunConfig = toml::from_str(&text).map_err(|e| {
-            // One line naming the line of the file, not toml's multi-line excerpt.
-            let line = e
+            // One line naming the line of the file, not toml's multi-line excerpt, and ending
+            // with that line's text, which names the setting a type error leaves out.
+            let (line, shown) = e
                 .span()
-                .map(|s| format!(", line {}", text[..s.start].matches('\n').count() + 1))
+                .map(|s| {
+                    let n = text[..s.start].matches('\n').count();
+                    let shown = text.lines().nth(n).unwrap_or_default().trim();
+                    (format!(", line {}", n + 1), format!(" (`{shown}`)"))
+                })
                 .unwrap_or_default();
             anyhow::anyhow!(
-                "{}{line}: invalid run config: {}",
+                "{}{line}: invalid run config: {}{shown}",
                 path.display(),
                 e.message().trim()
             )
@@ -531,6 +541,7 @@ impl RunConfig {
             bail!("behavioral.k: context sizes must be positive");
         }
         self.behavioral.validate_server()?;
+        self.clustering.http.validate().context("clustering.http")?;
         self.conditions()?;
         self.validate_paper_layers()?;
         Ok(())

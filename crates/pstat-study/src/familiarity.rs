@@ -3,7 +3,7 @@
 //! veracity-layer representations (Fig. 2d).
 
 use crate::config::RunConfig;
-use crate::io::{read_record, write_jsonl, write_record};
+use crate::io::{read_record, write_jsonl, write_record_vouching};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
 use crate::stage::{Cell, Handoff, Stage, Tables};
@@ -142,7 +142,8 @@ fn object_token_table(
         progress.advance(chunk_s.len());
     }
     progress.finish(false);
-    write_jsonl(&path.with_extension("jsonl"), &per_statement)?;
+    let lines = path.with_extension("jsonl");
+    write_jsonl(&lines, &per_statement)?;
     let seed = study.seed_for(&format!("familiarity-bootstrap:{}:{domain}", model.name));
     let rows: Vec<FamiliarityRow> = TABLE_KINDS
         .iter()
@@ -165,7 +166,7 @@ fn object_token_table(
             })
         })
         .collect();
-    write_record(&path, &rows)?;
+    write_record_vouching(&path, &rows, &[lines])?;
     Ok(rows)
 }
 

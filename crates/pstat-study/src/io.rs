@@ -37,18 +37,44 @@ pub fn read_json<T: DeserializeOwned>(
     }
 }
 
+/// What a record of the run folder is: its path inside the folder (the nearest folder above
+/// it that holds a `config.toml`), `/`-separated, e.g.
+/// `smollm2-135m-instruct/city_locations/representational/sawmil/layer_20/unit.json`. The path
+/// spells the unit's key (model, domain, stage, probe, layer, condition, draw), so the hash a
+/// record carries covers which unit it belongs to, and a folder moved or merged elsewhere keeps
+/// its records valid. A path in no run folder (library tests) is its own role.
+pub fn role_of(path: &Path) -> String {
+    let inside = path
+        .ancestors()
+        .skip(1)
+        .find(|dir| dir.join("config.toml").is_file())
+        .and_then(|run| path.strip_prefix(run).ok())
+        .unwrap_or(path);
+    inside
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// A unit's record that carries its own content hash ([`write_record`]), or `None` when
-/// absent. A record that does not parse or no longer matches its hash (garbled in place) is
-/// named in a warning, moved aside to `<file>.corrupt` and recomputed by the caller.
+/// absent. A record that does not parse, no longer matches its hash (garbled in place) or
+/// belongs to another unit (copied over this one's) is named in a warning, moved aside to
+/// `<file>.corrupt` and recomputed by the caller.
 pub fn read_record<T: Serialize + DeserializeOwned>(
     path: &Path,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Option<T>> {
-    match read_checked_json(path) {
+    match read_checked_json(path, &role_of(path)) {
         Ok(record) => Ok(record),
+        // A file the record vouches for that is gone: the unit is recomputed, which writes it.
+        Err(corrupt) if !corrupt.path.exists() => {
+            progress.note(&format!("warning: {corrupt}; the unit is recomputed"));
+            Ok(None)
+        }
         Err(corrupt) => {
-            let aside =
-                move_aside(path).with_context(|| format!("moving {} aside", path.display()))?;
+            let aside = move_aside(&corrupt.path)
+                .with_context(|| format!("moving {} aside", corrupt.path.display()))?;
             progress.note(&format!(
                 "warning: {corrupt}; moved to {} and recomputed",
                 aside.display()
@@ -60,7 +86,19 @@ pub fn read_record<T: Serialize + DeserializeOwned>(
 
 /// Writes a unit's record with its content hash ([`read_record`] checks it).
 pub fn write_record<T: Serialize>(path: &Path, record: &T) -> anyhow::Result<()> {
-    write_checked_json(path, record).with_context(|| format!("writing {}", path.display()))
+    write_record_vouching(path, record, &[])
+}
+
+/// [`write_record`] for a record that also vouches for `files`, written beside it first (its
+/// manifest, saved probes, per-statement lines): a rerun that finds one of them edited,
+/// damaged or gone names it and recomputes the unit, which writes them all again.
+pub fn write_record_vouching<T: Serialize>(
+    path: &Path,
+    record: &T,
+    files: &[std::path::PathBuf],
+) -> anyhow::Result<()> {
+    write_checked_json(path, &role_of(path), record, files)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Pretty JSON, written atomically.

@@ -40,6 +40,7 @@ use anyhow::{Context, bail};
 use costs::CostBook;
 use pstat_data::Domain;
 use pstat_data::artifact::{write_atomic, write_json_atomic};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The stages in the order a run executes them.
@@ -102,13 +103,54 @@ fn run(
     if continuing {
         config = continue_study(out, config)?;
     }
+    let _waits = crate::progress::NetworkWaits::report_into(out);
+    let claimed = !out.join("config.toml").exists();
     guard_config(out, &config, progress)?;
+    // Not a shard's: the other shards of the run share the claim.
+    let alone = !matches!(scope, Scope::Shard(_));
+    let result = run_claimed(config, out, scope, progress);
+    if result.is_err() && claimed && alone && !computed_anything(out) {
+        // A first run that failed before computing anything (a model that does not load, a
+        // data folder that does not parse) leaves the folder to the corrected config.
+        for file in ["config.toml", "manifest.json"] {
+            let path = out.join(file);
+            if let Err(e) = std::fs::remove_file(&path) {
+                progress.note(&format!("warning: removing {}: {e}", path.display()));
+            }
+        }
+    }
+    result
+}
+
+/// Whether `out` holds anything a unit computed: a folder other than the splits and the
+/// shards' records (units live under `<model>/` and `clusters/`). The splits, the bigram
+/// tables, the log and the lock follow from the data or name no result.
+fn computed_anything(out: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        entry.file_type().is_ok_and(|t| t.is_dir())
+            && !name.starts_with('.')
+            && name != "splits"
+            && name != "shards"
+    })
+}
+
+/// The part of a run after the folder is claimed for `config`.
+fn run_claimed(
+    config: RunConfig,
+    out: &Path,
+    scope: Scope,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<()> {
     if let Scope::Shard(shard) = scope {
         progress.note(&format!("shard {shard}: computing this shard's units only"));
     }
 
     progress.stage("data and splits");
-    let mut study = Study::open(config, out)?;
+    let mut study = Study::open(config, out, progress)?;
     study.scope = scope;
     if scope.assembles() {
         pstat_familiarity::bigram::write_tables(&study.datasets, out)
@@ -311,26 +353,23 @@ struct RunManifest {
 }
 
 /// A run folder belongs to one config: continuing it with another would mix results. Checked,
-/// with the folder's manifest, before any model loads: a manifest that does not parse or names
-/// another config than `config.toml` was damaged; it is named in a warning, moved aside
-/// (`manifest.json.corrupt`) and written again.
+/// with the folder's manifest, before any model loads ([`check_config`]). A manifest that does
+/// not parse or names another config than `config.toml` was damaged; it is named in a warning
+/// and moved aside (`manifest.json.corrupt`). The manifest is written again on every run, so it
+/// names the program that last wrote into the folder.
 fn guard_config(out: &Path, config: &RunConfig, progress: &mut dyn Progress) -> anyhow::Result<()> {
     let path = out.join("config.toml");
-    let text = toml::to_string(config)?;
+    let manifest = out.join("manifest.json");
     if check_config(out, config)? {
-        let manifest = out.join("manifest.json");
-        let problem = match std::fs::read(&manifest) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| format!("reading {}", manifest.display())),
-            Ok(bytes) => match serde_json::from_slice::<RunManifest>(&bytes) {
-                Err(e) => Some(format!("unreadable ({e})")),
-                Ok(m) if m.config_hash != config.hash() => Some(format!(
-                    "names config {} but config.toml hashes to {}",
-                    m.config_hash,
-                    config.hash()
-                )),
-                Ok(_) => return Ok(()),
-            },
+        let problem = match read_run_manifest(&manifest)? {
+            None => None,
+            Some(Err(e)) => Some(format!("unreadable ({e})")),
+            Some(Ok(m)) if m.config_hash != config.hash() => Some(format!(
+                "names config {} but config.toml hashes to {}",
+                m.config_hash,
+                config.hash()
+            )),
+            Some(Ok(_)) => None,
         };
         if let Some(problem) = problem {
             let aside = pstat_data::artifact::move_aside(&manifest)
@@ -342,11 +381,18 @@ fn guard_config(out: &Path, config: &RunConfig, progress: &mut dyn Progress) -> 
             ));
         }
     } else {
-        write_atomic(&path, text.as_bytes())
+        if computed_anything(out) {
+            // check_config found the manifest naming this very config.
+            progress.note(&format!(
+                "warning: {} was missing; written again from this config, which {} names",
+                path.display(),
+                manifest.display()
+            ));
+        }
+        write_atomic(&path, toml::to_string(config)?.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let build = pstat_data::artifact::build();
-    let manifest = out.join("manifest.json");
     write_json_atomic(
         &manifest,
         &RunManifest {
@@ -359,6 +405,17 @@ fn guard_config(out: &Path, config: &RunConfig, progress: &mut dyn Progress) -> 
         },
     )
     .with_context(|| format!("writing {}", manifest.display()))
+}
+
+/// The folder's `manifest.json`: `None` when absent, `Some(Err)` when it does not parse.
+fn read_run_manifest(
+    path: &Path,
+) -> anyhow::Result<Option<Result<RunManifest, serde_json::Error>>> {
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes))),
+    }
 }
 
 /// The study of `out` with `config`'s stages added, written to its `config.toml` when that
@@ -385,19 +442,89 @@ fn continue_study(out: &Path, config: RunConfig) -> anyhow::Result<RunConfig> {
 }
 
 /// Whether `out` holds a run of `config` (false: no run yet); an error when it holds another.
+/// The folder's `config.toml` is compared as a config, not as text (a whitespace edit or a
+/// reordered table is the same config); one that does not parse, or another config, stops the
+/// run naming the settings and what to do. A folder whose `config.toml` is gone while units
+/// remain is the run its `manifest.json` names: this config only if the hashes agree, since
+/// nothing computed under another config may be reused.
 fn check_config(out: &Path, config: &RunConfig) -> anyhow::Result<bool> {
     let path = out.join("config.toml");
+    let what_to_do = "choose another --out, or delete the folder to start again";
     if !path.exists() {
-        return Ok(false);
+        if !computed_anything(out) {
+            return Ok(false);
+        }
+        let manifest = out.join("manifest.json");
+        return match read_run_manifest(&manifest)? {
+            Some(Ok(m)) if m.config_hash == config.hash() => Ok(false),
+            Some(Ok(m)) => bail!(
+                "{} holds results of config {} (its {}) but its config.toml is missing, and this \
+                 config hashes to {}: nothing computed under another config is reused; put the \
+                 run's config.toml back, or {what_to_do}",
+                out.display(),
+                m.config_hash,
+                manifest.display(),
+                config.hash()
+            ),
+            _ => bail!(
+                "{} holds results but neither a config.toml nor a readable manifest.json says \
+                 which config computed them: nothing of it is reused; put the run's config.toml \
+                 back, or {what_to_do}",
+                out.display()
+            ),
+        };
     }
-    let previous =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    if previous != toml::to_string(config)? {
+    let previous = RunConfig::from_file(&path).with_context(|| {
+        format!(
+            "{} holds a run whose config.toml cannot be read; restore it, or {what_to_do}",
+            out.display()
+        )
+    })?;
+    let differ = settings_that_differ(&previous, config)?;
+    if !differ.is_empty() {
         bail!(
-            "{} holds a run with another config ({}); choose another --out or delete the folder",
+            "{} holds a run with another config ({}): {}; {what_to_do}",
             out.display(),
-            path.display()
+            path.display(),
+            differ.join(", ")
         );
     }
     Ok(true)
+}
+
+/// Each setting whose values differ, as `key: folder X, this run Y` (dotted keys).
+fn settings_that_differ(held: &RunConfig, asked: &RunConfig) -> anyhow::Result<Vec<String>> {
+    fn flatten(prefix: &str, value: &serde_json::Value, into: &mut BTreeMap<String, String>) {
+        match value.as_object() {
+            Some(fields) => {
+                for (key, v) in fields {
+                    let key = if prefix.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    flatten(&key, v, into);
+                }
+            }
+            None => {
+                into.insert(prefix.to_string(), value.to_string());
+            }
+        }
+    }
+    let (mut a, mut b) = (BTreeMap::new(), BTreeMap::new());
+    flatten("", &serde_json::to_value(held)?, &mut a);
+    flatten("", &serde_json::to_value(asked)?, &mut b);
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let none = "(unset)".to_string();
+    Ok(keys
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| {
+            format!(
+                "`{k}` is {} there, {} here",
+                a.get(k).unwrap_or(&none),
+                b.get(k).unwrap_or(&none)
+            )
+        })
+        .collect())
 }

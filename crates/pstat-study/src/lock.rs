@@ -39,13 +39,7 @@ impl RunLock {
 
     fn take(out: &Path, shared: bool) -> anyhow::Result<Self> {
         let path = Self::path_in(out);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
+        let mut file = open_lock_file(&path)?;
         let taken = if shared {
             file.try_lock_shared()
         } else {
@@ -93,26 +87,99 @@ impl RunLock {
 /// it waits until the holder is done, then the waiter finds the result on disk.
 #[derive(Debug)]
 pub struct WorkLock {
-    // Held only for its lock: closing the file releases it.
-    _file: File,
+    // Held only for its lock: closing the file releases it. `None` on a read-only filesystem.
+    _file: Option<File>,
 }
 
 impl WorkLock {
-    /// Waits for the lock file `path` (created with its folder where missing).
+    /// Waits for the lock file `path` (created with its folder where missing). Where the
+    /// folder cannot be written (a read-only `PSTAT_HOME` whose cache holds everything), no
+    /// process can be writing there either, so there is nothing to wait for: the lock is
+    /// taken on the existing file read-only, or not at all, and a later write into the folder
+    /// fails naming its file.
     pub fn wait(path: &Path) -> anyhow::Result<Self> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let read_only = |e: &std::io::Error| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
+            )
+        };
+        if let Some(dir) = path.parent()
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            if read_only(&e) {
+                return Ok(WorkLock { _file: None });
+            }
+            return Err(e).with_context(|| format!("creating {}", dir.display()));
         }
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
+        let file = match open_lock_file(path) {
+            Ok(file) => file,
+            Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(read_only) => {
+                match std::fs::symlink_metadata(path) {
+                    Ok(meta) if meta.is_file() => {
+                        File::open(path).with_context(|| format!("opening {}", path.display()))?
+                    }
+                    _ => return Ok(WorkLock { _file: None }),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         file.lock()
             .with_context(|| format!("locking {}", path.display()))?;
-        Ok(WorkLock { _file: file })
+        Ok(WorkLock { _file: Some(file) })
     }
+}
+
+/// Opens (read and write) or creates the lock file `path` without following a link: a lock
+/// that is a symbolic link would have the holder's line written into whatever it points at.
+/// A new file is created exclusively (`O_EXCL`, which never follows a link); an existing one is
+/// opened and then must be the very file at `path` (same device and inode as `lstat` sees,
+/// and no link), checked before a byte is written.
+fn open_lock_file(path: &Path) -> anyhow::Result<File> {
+    let refuse = || {
+        anyhow::anyhow!(
+            "{} is a symbolic link, not a lock file: a run never writes through a link; remove it",
+            path.display()
+        )
+    };
+    let open_existing = || OpenOptions::new().read(true).write(true).open(path);
+    let file = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => return Err(refuse()),
+        Ok(_) => open_existing(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(path)
+            {
+                // Another process created it between the two calls.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => open_existing(),
+                other => other,
+            }
+        }
+        Err(e) => Err(e),
+    }
+    .with_context(|| format!("opening {}", path.display()))?;
+    let here =
+        std::fs::symlink_metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    if here.file_type().is_symlink() || !same_file(&here, &file)? {
+        return Err(refuse());
+    }
+    Ok(file)
+}
+
+#[cfg(unix)]
+fn same_file(at_path: &std::fs::Metadata, file: &File) -> anyhow::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let opened = file.metadata()?;
+    Ok(opened.dev() == at_path.dev() && opened.ino() == at_path.ino())
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, _: &File) -> anyhow::Result<bool> {
+    // Without inode numbers the link check before opening is what holds.
+    Ok(true)
 }
 
 /// `time` as `YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds).
@@ -197,6 +264,25 @@ mod tests {
             holder.starts_with(&format!("pid {} since ", std::process::id())),
             "{holder}"
         );
+    }
+
+    #[test]
+    fn a_lock_that_is_a_link_is_refused_and_its_target_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("precious.txt");
+        std::fs::write(&target, "keep me").unwrap();
+        std::os::unix::fs::symlink(&target, RunLock::path_in(dir.path())).unwrap();
+        let err = RunLock::acquire(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        // A dangling link is refused too (O_EXCL does not create through it).
+        std::fs::remove_file(&target).unwrap();
+        assert!(RunLock::acquire(dir.path()).is_err());
+        assert!(!target.exists(), "nothing created through the link");
+        let work = dir.path().join("work.lock");
+        std::fs::write(&target, "keep me").unwrap();
+        std::os::unix::fs::symlink(&target, &work).unwrap();
+        assert!(WorkLock::wait(&work).is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
     }
 
     #[test]

@@ -272,8 +272,10 @@ impl CellPlan<'_> {
         );
         // A peek: a damaged record counts as not chosen and is left for the stage to name and
         // move aside.
+        let layers = crate::representational::layers_path(&dir);
         let chosen = pstat_data::artifact::read_checked_json::<LayerChoice>(
-            &crate::representational::layers_path(&dir),
+            &layers,
+            &crate::io::role_of(&layers),
         )
         .ok()
         .flatten()

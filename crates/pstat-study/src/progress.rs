@@ -101,6 +101,29 @@ impl RunLog {
     }
 }
 
+/// While it lives, the lines of network requests that wait long (a server that accepts and
+/// does not answer: one line every 30 s, [`pstat_http::REPORT_EVERY`]) go to stderr and to
+/// the run's `run.log`, whatever the progress display: they come from the client's own
+/// threads, which hold no [`Progress`].
+pub struct NetworkWaits;
+
+impl NetworkWaits {
+    pub fn report_into(out: &Path) -> Self {
+        let log = std::sync::Mutex::new(RunLog::new(out));
+        pstat_http::set_reporter(Some(std::sync::Arc::new(move |line: &str| {
+            eprintln!("{line}");
+            log.lock().unwrap_or_else(|e| e.into_inner()).line(line);
+        })));
+        NetworkWaits
+    }
+}
+
+impl Drop for NetworkWaits {
+    fn drop(&mut self) {
+        pstat_http::set_reporter(None);
+    }
+}
+
 /// The line of a finished unit: its items, time and rate, and where the run stands.
 pub fn unit_line(
     unit: &str,

@@ -2,7 +2,7 @@
 //! (or reuse) the activations of layers l−2..l+2, retrain every probe under every Θ and judge
 //! the held-out True statements.
 
-use crate::io::{read_record, write_json, write_manifest, write_record};
+use crate::io::{read_record, write_json, write_manifest, write_record, write_record_vouching};
 use crate::lock::WorkLock;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
@@ -110,13 +110,29 @@ impl Stage for Representational {
                         progress,
                     )?;
                     let path = ProbeUnit::path(&unit_dir);
-                    write_record(&path, &unit)?;
                     write_manifest(
                         &study
                             .manifest(format!("{probe} layer {layer} {domain}"), *domain)
                             .with_model(model.lm.sha256(), &model.lm.kernel_isa()),
                         &path,
                     )?;
+                    // The record, written last, vouches for what the unit wrote before it.
+                    let mut files = vec![
+                        pstat_data::artifact::Manifest::path_for(&path),
+                        unit_dir.join("probe.json"),
+                    ];
+                    files.extend(
+                        ["failures.json"]
+                            .map(|f| unit_dir.join(f))
+                            .into_iter()
+                            .filter(|f| f.exists()),
+                    );
+                    files.extend(
+                        unit.judgments
+                            .keys()
+                            .map(|c| unit_dir.join(format!("{c}.probe.safetensors"))),
+                    );
+                    write_record_vouching(&path, &unit, &files)?;
                     unit
                 }
             };

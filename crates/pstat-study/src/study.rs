@@ -2,6 +2,7 @@
 //! and its saved split, the conditions, and the seeded subsamples a `--quick` run uses.
 
 use crate::config::RunConfig;
+use crate::progress::Progress;
 use crate::shard::Scope;
 use anyhow::Context;
 use pstat_data::artifact::Manifest;
@@ -27,18 +28,29 @@ pub struct Study {
 }
 
 impl Study {
-    /// Load the data, and build or reuse the split of every domain of the config.
-    pub fn open(config: RunConfig, out: &Path) -> anyhow::Result<Self> {
-        Self::load(config, out, true)
+    /// Load the data, and build or reuse the split of every domain of the config. A saved
+    /// split that fails its check is named in a warning on `progress`, moved aside and built
+    /// again.
+    pub fn open(
+        config: RunConfig,
+        out: &Path,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<Self> {
+        Self::load(config, out, Some(progress))
     }
 
-    /// The study `open` would give, with nothing written: a split not yet saved in `out` is
-    /// built in memory (the plan of a dry run).
+    /// The study `open` would give, with nothing written: a split not yet saved in `out` (or
+    /// failing its check) is built in memory (the plan of a dry run).
     pub fn preview(config: RunConfig, out: &Path) -> anyhow::Result<Self> {
-        Self::load(config, out, false)
+        Self::load(config, out, None)
     }
 
-    fn load(config: RunConfig, out: &Path, save: bool) -> anyhow::Result<Self> {
+    /// `progress` is `None` for a preview, which writes nothing.
+    fn load(
+        config: RunConfig,
+        out: &Path,
+        mut progress: Option<&mut dyn Progress>,
+    ) -> anyhow::Result<Self> {
         let root = DataRoot::open(config.data.as_deref().map(Path::new))?;
         let conditions = config.conditions()?;
         let config_hash = config.hash();
@@ -48,17 +60,24 @@ impl Study {
         for domain in Domain::ALL {
             let data = load_domain(&root, domain)?;
             let path = out.join("splits").join(format!("{domain}.json"));
-            let split = match read_split(&path)? {
+            // A reborrow for this call only (`as_deref_mut` would hold it for the whole loop).
+            let reborrowed = progress.as_mut().map(|p| &mut **p as &mut dyn Progress);
+            let split = match read_split(&path, reborrowed)? {
                 Some(split)
                     if split.check_matches(&data).is_ok()
                         && split.config == config.split_config() =>
                 {
                     split
                 }
-                _ if !save => exclusive_split(&data, config.split_config())?,
+                _ if progress.is_none() => exclusive_split(&data, config.split_config())?,
                 _ => {
                     let split = exclusive_split(&data, config.split_config())?;
-                    crate::io::write_json(&path, &split)?;
+                    pstat_data::artifact::write_sealed_json(
+                        &path,
+                        &crate::io::role_of(&path),
+                        &split,
+                    )
+                    .with_context(|| format!("writing {}", path.display()))?;
                     crate::io::write_manifest(
                         &Manifest::new(
                             format!("split {domain}"),
@@ -227,11 +246,28 @@ fn domain_index(domain: Domain) -> usize {
         .expect("every domain is in Domain::ALL")
 }
 
-fn read_split(path: &Path) -> anyhow::Result<Option<SplitAssignment>> {
-    if !path.exists() {
-        return Ok(None);
+/// The split saved at `path`, checked against the sha256 it carries (of its content and its
+/// place, `splits/<domain>.json`): one edited in place (an id swapped keeps it valid JSON of
+/// the same size, and would draw other contexts and train other probes) or damaged is named in
+/// a warning and moved aside (`<file>.corrupt`) so that it is built again from the data and
+/// the seed; a preview (`progress` = `None`) only ignores it.
+fn read_split(
+    path: &Path,
+    progress: Option<&mut dyn Progress>,
+) -> anyhow::Result<Option<SplitAssignment>> {
+    match pstat_data::artifact::read_sealed_json(path, &crate::io::role_of(path)) {
+        Ok(split) => Ok(split),
+        Err(_) if progress.is_none() => Ok(None),
+        Err(corrupt) => {
+            let aside = pstat_data::artifact::move_aside(path)
+                .with_context(|| format!("moving {} aside", path.display()))?;
+            if let Some(progress) = progress {
+                progress.note(&format!(
+                    "warning: {corrupt}; moved to {} and built again from the data",
+                    aside.display()
+                ));
+            }
+            Ok(None)
+        }
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(serde_json::from_str(&text).ok())
 }

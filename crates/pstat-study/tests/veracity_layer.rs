@@ -11,7 +11,7 @@ fn the_selected_layer_is_stable_under_a_change_of_training_sample() {
     // 800 of City's ~1,800 calibration statements keep the test to a few minutes on 2 cores.
     let mut config = RunConfig::default();
     config.representational.selection_calibration = Some(800);
-    let study = Study::open(config, out.path()).unwrap();
+    let study = Study::open(config, out.path(), &mut Silent).unwrap();
     let model = LoadedModel::load("smollm2-135m-instruct", pstat_lm::Precision::F32).unwrap();
     let domain = Domain::CityLocations;
     let train = study.train_ids(domain);

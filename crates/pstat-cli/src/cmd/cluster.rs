@@ -24,14 +24,15 @@ pub struct ClusterArgs {
     /// With --model: an OpenAI-compatible chat endpoint that names each cluster.
     #[arg(long)]
     labeler: Option<String>,
-    /// With --model: the run folder.
-    #[arg(long, default_value = "results")]
-    run_out: PathBuf,
+    /// With --model: the run folder (default `results`; --out names it too).
+    #[arg(long, conflicts_with = "out")]
+    run_out: Option<PathBuf>,
     /// Name of the tensor inside --input.
     #[arg(long, default_value = "X")]
     tensor: String,
     /// Output JSON (chosen configuration, its score, every grid score, one label per point with
-    /// −1 for noise, and the 2-D embedding); printed to stdout when omitted.
+    /// −1 for noise, and the 2-D embedding); printed to stdout when omitted. With --model: the
+    /// run folder the study is computed in, as every stage command's --out.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Seeds PCA and UMAP; the same seed gives the same output.
@@ -60,7 +61,10 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
                 model,
                 domain,
                 config: None,
-                out: args.run_out,
+                out: args
+                    .out
+                    .or(args.run_out)
+                    .unwrap_or_else(|| PathBuf::from("results")),
                 precision: None,
             },
             labeler: args.labeler,
