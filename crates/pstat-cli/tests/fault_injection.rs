@@ -592,6 +592,7 @@ fn a_unit_stopped_by_sigterm_says_how_to_resume_and_resumes_from_its_checkpoint(
     assert_ne!(expected_lines[0], changed);
     expected_lines[0] = &changed;
     assert_eq!(resumed.lines().collect::<Vec<_>>(), expected_lines);
+}
 
 /// A folder with the tiny random-weight Llama, a `PSTAT_HOME` of its own and run configs of
 /// two probes at three layers (four probe units) and familiarity, on a few statements.
