@@ -616,7 +616,7 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join("stability.csv")).unwrap();
         assert_eq!(text.lines().next().unwrap(), STABILITY_COLUMNS.join(","));
         assert!(
-            text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,,,,\n"),
+            text.contains(",,,15,noise,,2,0,1,0,0.5,,,,,,,,,,,,,\n"),
             "{text}"
         );
         assert_eq!(read_table::<StabilityRow>(dir.path()).unwrap(), rows);
