@@ -861,13 +861,13 @@ fn rope_setting(
             .as_str()
             .ok_or_else(|| bad(type_key, format!("should be a string, found {v}")))?,
     };
-    if let Some(v) = params.get("partial_rotary_factor").filter(|v| !v.is_null()) {
-        if v.as_f64() != Some(1.0) {
-            return Err(bad(
-                "partial_rotary_factor",
-                format!("is {v}: RoPE is implemented over whole heads"),
-            ));
-        }
+    if let Some(v) = params.get("partial_rotary_factor").filter(|v| !v.is_null())
+        && v.as_f64() != Some(1.0)
+    {
+        return Err(bad(
+            "partial_rotary_factor",
+            format!("is {v}: RoPE is implemented over whole heads"),
+        ));
     }
     let scaling = match kind {
         "default" => RopeScaling::None,

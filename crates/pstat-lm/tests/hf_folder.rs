@@ -487,7 +487,7 @@ fn config_after(
         edit(v.as_object_mut().unwrap())
     });
     HfFolder::open(dir.path())
-        .and_then(|f| Ok(f.config().unwrap()))
+        .map(|f| f.config().unwrap())
         .unwrap_or_else(|e| panic!("{arch}: {e}"))
 }
 

@@ -11,7 +11,9 @@
 //!   (llama.cpp's "normal" RoPE).
 //! - Llama 3.1+ (`rope_scaling` type llama3) divides each pair's frequency by a factor the
 //!   converter stores as `rope_freqs.weight` ([`ModelConfig::rope_freq_factors`]).
-//! - Mistral is stored as `llama` (its sliding window, if any, is ignored, as by llama.cpp).
+//! - Mistral is stored as `llama`. Its sliding window, if any, is ignored for a GGUF file, as by
+//!   llama.cpp, and applied to every layer for a Hugging Face folder, as by transformers
+//!   ([`ModelConfig::sliding_window`] is set only then).
 
 use super::attention::LayerKv;
 use super::layers::{AttentionOptions, GatedMlp, Rope, SelfAttention};
