@@ -23,7 +23,9 @@ fn main() {
     // Untracked files count: a new source file not yet committed changes the build too.
     let dirty = commit
         .as_ref()
-        .and_then(|_| git(&root, &["status", "--porcelain"]))
+        // --no-optional-locks: a plain `git status` rewrites the index, which is watched below,
+        // so every build would rerun this script and recompile the binary.
+        .and_then(|_| git(&root, &["--no-optional-locks", "status", "--porcelain"]))
         .map(|status| !status.is_empty());
     println!(
         "cargo:rustc-env=PSTAT_GIT_COMMIT={}",

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 
 /// Statements scored between checkpoints of a unit ([`crate::record`]): the embedded runtime's
 /// call size, so a resumed unit's calls hold the same statements as an uninterrupted one's and
-/// give the same bytes; about 7 s of SmolLM2-135M at K = 100 on the 2-core reference machine.
+/// give the same bytes; about 4 s of SmolLM2-135M at K = 100 on the 2-core reference machine
+/// (0.058 s per statement in the default study, docs/BENCHMARKS.md).
 const CHECKPOINT_STATEMENTS: usize = crate::embedded::STATEMENTS_PER_CALL;
 
 /// What one study computes.
