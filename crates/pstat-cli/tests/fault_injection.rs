@@ -13,7 +13,8 @@
 //! Llama (`tiny_llama`), a unit record copied over another unit's, a saved probe with one
 //! byte changed, an edited split, `probe.json`, a unit's manifest and `familiarity.jsonl` are
 //! named, moved aside and recomputed to the same bytes; a folder whose `config.toml` is gone
-//! reuses nothing under another config. Without a binary model: a config compared as a config
+//! reuses nothing under another config; a read-only `PSTAT_HOME` that holds everything serves a
+//! run. Without a binary model: a config compared as a config
 //! and a damaged one named, a failed first run that leaves the folder free, a lock that is a
 //! link, durations of any size, damaged probes and non-finite activations, `pstat cluster
 //! --out`, groups on a line, and servers that answer `Retry-After: 1e20` or never answer.
