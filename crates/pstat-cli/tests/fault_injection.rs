@@ -13,7 +13,8 @@
 //! Llama (`tiny_llama`), a unit record copied over another unit's, a saved probe with one
 //! byte changed, an edited split, `probe.json`, a unit's manifest and `familiarity.jsonl` are
 //! named, moved aside and recomputed to the same bytes; a folder whose `config.toml` is gone
-//! reuses nothing under another config. Without a binary model: a config compared as a config
+//! reuses nothing under another config; a read-only `PSTAT_HOME` that holds everything serves a
+//! run. Without a binary model: a config compared as a config
 //! and a damaged one named, a failed first run that leaves the folder free, a lock that is a
 //! link, durations of any size, damaged probes and non-finite activations, `pstat cluster
 //! --out`, groups on a line, and servers that answer `Retry-After: 1e20` or never answer.
@@ -1162,4 +1163,71 @@ fn cluster_honours_out_and_two_groups_on_a_line_are_two_clusters() {
         stderr_of(&output)
     );
     assert!(out.is_dir());
+}
+
+/// Makes `dir` read-only for this process: a read-only bind mount where the process may mount
+/// (root bypasses file modes), else the modes. Returns how to undo it, or `None` when neither
+/// keeps this process from writing there.
+fn read_only(dir: &Path) -> Option<Box<dyn FnOnce()>> {
+    let writable = || std::fs::write(dir.join(".probe"), b"").is_ok();
+    let mounted = Command::new("mount")
+        .args(["--bind", "-o", "ro"])
+        .arg(dir)
+        .arg(dir)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if mounted {
+        let dir = dir.to_path_buf();
+        return Some(Box::new(move || {
+            assert!(Command::new("umount").arg(&dir).status().unwrap().success());
+        }));
+    }
+    let status = Command::new("chmod")
+        .arg("-R")
+        .arg("a-w")
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let dir = dir.to_path_buf();
+    let undo = move || {
+        Command::new("chmod")
+            .arg("-R")
+            .arg("u+w")
+            .arg(&dir)
+            .status()
+            .unwrap();
+    };
+    if writable() {
+        undo();
+        return None;
+    }
+    Some(Box::new(undo))
+}
+
+#[test]
+fn a_read_only_pstat_home_serves_a_run_when_everything_is_cached() {
+    let Some(home) = Home::new() else { return };
+    let text = CONFIG
+        .replace("[behavioral]", "[behavioral]\nenabled = false")
+        .replace(
+            "[familiarity]\nenabled = false",
+            "[familiarity]\nenabled = false\n[clustering]\nenabled = false",
+        );
+    std::fs::write(home.config(), text).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    home.complete(&work.path().join("first"));
+    let Some(undo) = read_only(home.dir.path()) else {
+        let why =
+            "cannot make a folder read-only for this process (neither a bind mount nor file modes)";
+        assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{why}");
+        eprintln!("skipped: {why}");
+        return;
+    };
+    let output = home.run(&work.path().join("second")).output().unwrap();
+    undo();
+    let stderr = stderr_of(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(work.path().join("second/stability.csv").is_file());
 }

@@ -375,7 +375,7 @@ mod tests {
         let record = vec![0.1, 1.0 / 3.0, 2.5e-7];
         let beside = dir.path().join("probe.json");
         std::fs::write(&beside, "{\"c\": 0.1}").unwrap();
-        write_checked_json(&path, "u", &record, &[beside.clone()]).unwrap();
+        write_checked_json(&path, "u", &record, std::slice::from_ref(&beside)).unwrap();
         assert_eq!(
             read_checked_json::<Vec<f64>>(&path, "u").unwrap(),
             Some(record)
