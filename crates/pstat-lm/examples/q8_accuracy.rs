@@ -118,7 +118,7 @@ fn weight_types(file: &GgufFile) -> String {
         }
     }
     let mut counts: Vec<_> = counts.into_iter().collect();
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     counts
         .iter()
         .map(|(t, n)| format!("{t}×{n}"))

@@ -284,9 +284,9 @@ pub(super) fn decode(dtype: candle_core::quantized::GgmlDType, b: &[u8]) -> Deco
         T::Q2K => {
             // scales[16], qs[64], d, dmin
             (out.d, out.m) = (half_at(b, 80), half_at(b, 82));
-            for j in 0..16 {
-                out.scales[j] = (b[j] & 0xF) as i32;
-                out.mins[j] = (b[j] >> 4) as i32;
+            for (j, &byte) in b[..16].iter().enumerate() {
+                out.scales[j] = (byte & 0xF) as i32;
+                out.mins[j] = (byte >> 4) as i32;
             }
             let qs = &b[16..80];
             for i in 0..256 {
@@ -297,9 +297,8 @@ pub(super) fn decode(dtype: candle_core::quantized::GgmlDType, b: &[u8]) -> Deco
         T::Q3K => {
             // hmask[32], qs[64], scales[12], d
             out.d = half_at(b, 108);
-            let scales = q3k_scales(&b[96..108]);
-            for j in 0..16 {
-                out.scales[j] = scales[j] as i32;
+            for (o, s) in out.scales.iter_mut().zip(q3k_scales(&b[96..108])) {
+                *o = s as i32;
             }
             let (hmask, qs) = (&b[0..32], &b[32..96]);
             for i in 0..256 {
