@@ -123,6 +123,19 @@ pub fn write_checked_json<T: Serialize>(
     )
 }
 
+/// The bytes at `path`, `None` when there is no file; a file that exists but cannot be read is
+/// [`Corrupt`].
+fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>, Corrupt> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("unreadable: {e}"),
+        }),
+    }
+}
+
 /// The record at `path` written for `role`; `Ok(None)` when there is none. A file that does
 /// not parse, whose content no longer matches its hash (garbled in place, edited by hand) or
 /// that was written for another role (copied from another unit) is [`Corrupt`]: the caller
@@ -135,10 +148,8 @@ pub fn read_checked_json<T: Serialize + serde::de::DeserializeOwned>(
         path: path.to_path_buf(),
         reason,
     };
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(corrupt(format!("unreadable: {e}"))),
+    let Some(bytes) = read_if_present(path)? else {
+        return Ok(None);
     };
     let checked: Checked<T> =
         serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("not a valid record: {e}")))?;
@@ -199,10 +210,8 @@ pub fn read_sealed_json<T: Serialize + serde::de::DeserializeOwned>(
         path: path.to_path_buf(),
         reason,
     };
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(corrupt(format!("unreadable: {e}"))),
+    let Some(bytes) = read_if_present(path)? else {
+        return Ok(None);
     };
     let mut object: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("not valid JSON: {e}")))?;
