@@ -48,11 +48,12 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
             .ok_or_else(|| anyhow::anyhow!("{}:{}: no string `id`", lines_path.display(), n + 1))?;
         statements.push((id.to_string(), ids));
     }
-    let wanted: HashMap<&[u32], usize> = statements
-        .iter()
-        .enumerate()
-        .map(|(i, (_, ids))| (ids.as_slice(), i))
-        .collect();
+    // Statements with the same token ids (a repeated statement) share their activations: each
+    // of their files fills the next one still empty.
+    let mut wanted: HashMap<&[u32], Vec<usize>> = HashMap::new();
+    for (i, (_, ids)) in statements.iter().enumerate() {
+        wanted.entry(ids.as_slice()).or_default().push(i);
+    }
 
     let mut paths: Vec<PathBuf> = std::fs::read_dir(files)
         .map_err(|e| anyhow::anyhow!("{}: {e}", files.display()))?
@@ -64,7 +65,7 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
     for path in &paths {
         let request = VllmRequest::read(path)
             .map_err(|e| anyhow::anyhow!("{}: refused: {e}", path.display()))?;
-        let Some(&i) = wanted.get(request.token_ids.as_slice()) else {
+        let Some(same) = wanted.get(request.token_ids.as_slice()) else {
             anyhow::bail!(
                 "{}: refused: its token ids {:?} are not those pstat feeds for any statement of {} (feed vLLM the token_ids of statements.jsonl)",
                 path.display(),
@@ -81,6 +82,11 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
                 layers.len()
             );
         }
+        let i = same
+            .iter()
+            .copied()
+            .find(|&i| found[i].is_none())
+            .unwrap_or(same[0]);
         found[i] = Some(request);
     }
     if let Some(i) = found.iter().position(Option::is_none) {
