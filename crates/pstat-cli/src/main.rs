@@ -47,7 +47,8 @@ enum Command {
     /// Cluster points with PCA → UMAP → HDBSCAN, choosing hyperparameters by Algorithm 1.
     Cluster(cmd::cluster::ClusterArgs),
     /// Behavioral instantiation: belief-context prompts under every Θ, judged by p(a), p(b), p(c).
-    Prompt(cmd::prompt::PromptArgs),
+    // Boxed: its many server flags make it much larger than the other commands.
+    Prompt(Box<cmd::prompt::PromptArgs>),
     /// Generic sAwMIL multiple-instance learner: fit on bags of vectors, predict bag scores.
     #[command(subcommand)]
     Sawmil(cmd::sawmil::SawmilCommand),
@@ -142,7 +143,7 @@ fn main() -> std::process::ExitCode {
         Command::Data(c) => cmd::data::run(c),
         Command::Cluster(a) => cmd::cluster::run(a),
         Command::Sawmil(c) => cmd::sawmil::run(c),
-        Command::Prompt(a) => cmd::prompt::run(a),
+        Command::Prompt(a) => cmd::prompt::run(*a),
         Command::Models(c) => cmd::models::run(c),
         Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::Score(a) => cmd::score::run(a),

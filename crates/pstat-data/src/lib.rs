@@ -11,6 +11,7 @@ pub mod load;
 pub mod split;
 pub mod statement;
 pub mod stats;
+pub mod vllm;
 
 pub use condition::{Condition, ConditionSet, ContextSource};
 pub use error::DataError;

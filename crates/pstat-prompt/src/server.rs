@@ -25,6 +25,12 @@
 //!
 //! llama.cpp's native `POST /completion` (`n_probs`, ids in and out) is also spoken, when the
 //! URL ends in `/completion`.
+//!
+//! With `logprobs = "prompt"` (vLLM), no top-n is asked for: one request sends the prompt
+//! followed by each option token, as a batch of token-id prompts, with `prompt_logprobs: 0`,
+//! and each option's log-probability is read at the last position of its prompt. vLLM returns
+//! the prompt tokens' own log-probabilities whatever their rank, so its `--max-logprobs` cap
+//! (20 by default) never applies.
 
 use crate::error::PromptError;
 use crate::scoring::{EncodedPrompts, OptionProbs, OptionScorer, OptionTokens, PromptCodec};
@@ -59,6 +65,19 @@ pub enum PromptInput {
     Text,
 }
 
+/// How the option tokens' log-probabilities are asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogprobRequest {
+    /// The next token's top-n (`logprobs: n`, llama.cpp's `n_probs`), grown until every
+    /// option is among them.
+    #[default]
+    TopN,
+    /// The prompt followed by each option token, with `prompt_logprobs: 0` (vLLM's completions
+    /// endpoint): the options' own log-probabilities at any rank, token ids only.
+    Prompt,
+}
+
 /// The server backend's settings; every field but `url` has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -72,6 +91,8 @@ pub struct ServerConfig {
     /// Requests in flight at once.
     pub concurrency: usize,
     pub prompt: PromptInput,
+    /// `top_n` (default) or `prompt` (vLLM, no `--max-logprobs` needed).
+    pub logprobs: LogprobRequest,
     /// Top log-probabilities asked for at first; grows tenfold (up to `max_top_logprobs`)
     /// when an option token is not among them.
     pub top_logprobs: usize,
@@ -89,6 +110,7 @@ impl Default for ServerConfig {
             model: None,
             concurrency: 8,
             prompt: PromptInput::Auto,
+            logprobs: LogprobRequest::TopN,
             top_logprobs: 20,
             max_top_logprobs: 300_000,
             http: HttpOptions::default(),
@@ -121,6 +143,17 @@ impl ServerConfig {
                 self.top_logprobs, self.max_top_logprobs
             )));
         }
+        if self.logprobs == LogprobRequest::Prompt {
+            if self.prompt == PromptInput::Text {
+                return Err(bad(
+                    "logprobs = \"prompt\" sends token ids; it cannot go with prompt = \"text\""
+                        .into(),
+                ));
+            }
+            if self.url.trim_end_matches('/').ends_with("/completion") {
+                return Err(bad("logprobs = \"prompt\" needs an OpenAI-compatible /v1/completions (vLLM), not llama.cpp's native /completion".into()));
+            }
+        }
         self.http.validate().map_err(|e| bad(e.to_string()))
     }
 }
@@ -149,6 +182,7 @@ enum Sent {
 }
 
 /// One checked reply.
+#[derive(Debug)]
 struct Reply {
     top: HashMap<TokenKey, f64>,
     prompt_tokens: Option<u64>,
@@ -165,6 +199,7 @@ pub struct ServerScorer {
     client: Client,
     concurrency: usize,
     input: PromptInput,
+    logprobs: LogprobRequest,
     max_top_n: usize,
     top_n: AtomicUsize,
     sent: Mutex<Option<Sent>>,
@@ -217,6 +252,7 @@ impl ServerScorer {
             client,
             concurrency: config.concurrency,
             input: config.prompt,
+            logprobs: config.logprobs,
             max_top_n: config.max_top_logprobs,
             top_n: AtomicUsize::new(config.top_logprobs),
             sent: Mutex::new(None),
@@ -411,7 +447,47 @@ impl ServerScorer {
         Ok(p)
     }
 
+    /// The option tokens' log-probabilities after prompt `i`, as the last prompt log-probability
+    /// of the prompt extended by each option token (one batched request).
+    fn prompt_logprobs(&self, prompts: &EncodedPrompts, i: usize) -> Result<Reply, PromptError> {
+        let ids: Vec<u32> = self.options.ids.iter().flatten().copied().collect();
+        let tokens = &prompts.tokens[i];
+        let batch: Vec<Vec<u32>> = ids
+            .iter()
+            .map(|&id| tokens.iter().copied().chain([id]).collect())
+            .collect();
+        let body = json!({
+            "model": self.model_id,
+            "prompt": batch,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 0,
+        });
+        let reply = self
+            .client
+            .post_json(&self.url, &body, |v| parse_prompt_logprobs(&v, &ids))
+            .map_err(|e| self.error(format!("{}: {e}", request_name(prompts, i))))?;
+        let sent = (tokens.len() as u64 + 1) * ids.len() as u64;
+        match reply.prompt_tokens {
+            Some(n) if n != sent => Err(self.error(format!(
+                "{}: the server read {n} prompt tokens where {sent} token ids were sent ({} prompts of {})",
+                request_name(prompts, i),
+                ids.len(),
+                tokens.len() + 1
+            ))),
+            _ => Ok(reply),
+        }
+    }
+
     fn score_one(&self, prompts: &EncodedPrompts, i: usize) -> Result<OptionProbs, PromptError> {
+        if self.logprobs == LogprobRequest::Prompt {
+            let reply = self.prompt_logprobs(prompts, i)?;
+            // parse_prompt_logprobs returned every option id.
+            let p = self
+                .read(&reply.top)
+                .expect("every option id was read from the reply");
+            return Ok(OptionProbs::from_probs(p));
+        }
         loop {
             let top_n = self.top_n.load(Ordering::Relaxed);
             let reply = self.request(prompts, i, top_n)?;
@@ -599,6 +675,59 @@ fn parse_reply(api: ServerApi, reply: &Value) -> Result<Reply, String> {
     })
 }
 
+/// vLLM's batched reply to prompts `[..., ids[k]]` with `prompt_logprobs: 0`: choice `index` k
+/// has `prompt_logprobs` (one entry per prompt token, `null` for the first), whose last entry
+/// maps `"<ids[k]>"` to `{"logprob": x, "rank": r, "decoded_token": t}`. Checked as the top-n
+/// replies are: finite, each probability at most 1, their sum at most 1.
+fn parse_prompt_logprobs(reply: &Value, ids: &[u32]) -> Result<Reply, String> {
+    let choices = reply["choices"]
+        .as_array()
+        .ok_or("no choices array in the response")?;
+    if choices.len() != ids.len() {
+        return Err(format!(
+            "{} choices for {} prompts (one per option token)",
+            choices.len(),
+            ids.len()
+        ));
+    }
+    let mut top = HashMap::new();
+    let mut sum = 0.0;
+    for (k, choice) in choices.iter().enumerate() {
+        let index = choice["index"].as_u64().unwrap_or(k as u64) as usize;
+        let id = *ids
+            .get(index)
+            .ok_or(format!("choice index {index} out of range"))?;
+        let last = choice["prompt_logprobs"]
+            .as_array()
+            .and_then(|l| l.last())
+            .ok_or(format!(
+                "choice {index} has no prompt_logprobs (is the server vLLM?)"
+            ))?;
+        let entry = &last[id.to_string()];
+        let lp = entry["logprob"]
+            .as_f64()
+            .or_else(|| entry.as_f64())
+            .ok_or(format!(
+                "choice {index}: the last prompt_logprobs entry has no log-probability for token {id}: {last}"
+            ))?;
+        let p = lp.exp();
+        if !lp.is_finite() || p > 1.0 + PROBABILITY_TOLERANCE {
+            return Err(format!("the probability of token {id} is {p} (log {lp})"));
+        }
+        sum += p;
+        if top.insert(TokenKey::Id(id), lp).is_some() {
+            return Err(format!("token {id} answered twice"));
+        }
+    }
+    if sum > 1.0 + PROBABILITY_TOLERANCE {
+        return Err(format!("the options' probabilities sum to {sum}, above 1"));
+    }
+    Ok(Reply {
+        top,
+        prompt_tokens: reply["usage"]["prompt_tokens"].as_u64(),
+    })
+}
+
 /// `choices[0].logprobs`: `top_logprobs[0]` as `{text or "token_id:<id>": logprob}` (OpenAI,
 /// vLLM, llama-cpp-python), or `content[0].top_logprobs` as `[{id, logprob}]` (llama.cpp).
 fn openai_top_logprobs(reply: &Value) -> Result<Vec<(TokenKey, f64)>, String> {
@@ -753,6 +882,50 @@ mod tests {
         assert!(one.contains("probability of"), "{one}");
         let text = json!({"choices": [{"logprobs": {"top_logprobs": [{"a": "x"}]}}]});
         assert!(parse_reply(ServerApi::OpenAi, &text).is_err());
+    }
+
+    #[test]
+    fn prompt_logprobs_are_read_at_the_last_position_of_each_option_prompt() {
+        let ids = [64u32, 253, 65];
+        let choice = |index: usize, id: u32, p: f64| {
+            json!({"index": index, "text": "x", "prompt_logprobs": [null,
+                {"7": {"logprob": -0.1, "rank": 1, "decoded_token": "q"}},
+                {id.to_string(): {"logprob": p.ln(), "rank": 40, "decoded_token": "a"}}]})
+        };
+        let reply = json!({"choices": [choice(2, 65, 0.3), choice(0, 64, 0.1), choice(1, 253, 0.2)],
+            "usage": {"prompt_tokens": 9}});
+        let r = parse_prompt_logprobs(&reply, &ids).unwrap();
+        assert!((r.top[&TokenKey::Id(65)] - 0.3f64.ln()).abs() < 1e-12);
+        assert!((r.top[&TokenKey::Id(64)] - 0.1f64.ln()).abs() < 1e-12);
+        assert_eq!(r.prompt_tokens, Some(9));
+        let short = json!({"choices": [choice(0, 64, 0.1)]});
+        assert!(
+            parse_prompt_logprobs(&short, &ids)
+                .unwrap_err()
+                .contains("1 choices")
+        );
+        let wrong =
+            json!({"choices": [choice(0, 64, 0.1), choice(1, 64, 0.1), choice(2, 65, 0.3)]});
+        let err = parse_prompt_logprobs(&wrong, &ids).unwrap_err();
+        assert!(err.contains("token 253"), "{err}");
+        let above =
+            json!({"choices": [choice(0, 64, 0.5), choice(1, 253, 0.4), choice(2, 65, 0.3)]});
+        assert!(
+            parse_prompt_logprobs(&above, &ids)
+                .unwrap_err()
+                .contains("above 1")
+        );
+        let text = ServerConfig {
+            logprobs: LogprobRequest::Prompt,
+            prompt: PromptInput::Text,
+            ..ServerConfig::new("http://h:1")
+        };
+        assert!(
+            text.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("token ids")
+        );
     }
 
     #[test]

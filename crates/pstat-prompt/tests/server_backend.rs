@@ -1,11 +1,13 @@
 //! The server backend against local fake servers (one that takes token ids and keys
 //! log-probabilities by id, as vLLM does; one that takes text only, keys by text and adds its
-//! own BOS, as llama-cpp-python's does), directly and through the fault-injecting proxy.
+//! own BOS, as llama-cpp-python's does), directly and through the fault-injecting proxy; and
+//! one that caps `logprobs` at 20 and answers `prompt_logprobs` for batched token-id prompts,
+//! in the JSON shape vLLM's completions endpoint documents.
 
 mod support;
 
 use pstat_http::HttpOptions;
-use pstat_prompt::server::{PromptInput, ServerConfig, ServerScorer};
+use pstat_prompt::server::{LogprobRequest, PromptInput, ServerConfig, ServerScorer};
 use pstat_prompt::{EncodedPrompts, OptionScorer, PromptCodec, PromptError};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -118,6 +120,8 @@ struct Behaviour {
     usage: bool,
     /// Time to answer one request.
     latency: Duration,
+    /// vLLM's `--max-logprobs`: a larger `logprobs` is answered 400.
+    max_logprobs: Option<usize>,
 }
 
 struct FakeServer {
@@ -137,6 +141,9 @@ fn answer(
     request: &Value,
     texts: &std::sync::Mutex<Vec<String>>,
 ) -> (u16, Value) {
+    if request.get("prompt_logprobs").is_some() {
+        return prompt_logprobs_answer(request);
+    }
     let (text, n_tokens) = match &request["prompt"] {
         Value::Array(ids) if behaviour.tokens => {
             let ids: Vec<u32> = ids.iter().map(|v| v.as_u64().unwrap() as u32).collect();
@@ -170,6 +177,15 @@ fn answer(
         other => panic!("unexpected prompt {other}"),
     };
     let n = request["logprobs"].as_u64().unwrap() as usize;
+    if let Some(max) = behaviour.max_logprobs
+        && n > max
+    {
+        return (
+            400,
+            json!({"object": "error", "type": "BadRequestError", "code": 400,
+                "message": format!("Requested sample logprobs of {n}, which is greater than max allowed: {max}")}),
+        );
+    }
     let mut top = next_token(&statement_of(&text));
     top.sort_by(|a, b| b.1.total_cmp(&a.1));
     top.truncate(n);
@@ -192,6 +208,49 @@ fn answer(
         reply["usage"] = json!({"prompt_tokens": n_tokens, "completion_tokens": 1});
     }
     (200, reply)
+}
+
+/// vLLM's reply to a batch of token-id prompts with `prompt_logprobs: 0`: per prompt a choice
+/// whose `prompt_logprobs` has `null` for the first token and `{"<id>": {logprob, rank,
+/// decoded_token}}` for each later one (here only the last, the option token, is meaningful).
+fn prompt_logprobs_answer(request: &Value) -> (u16, Value) {
+    let batch = request["prompt"].as_array().unwrap();
+    let mut total = 0;
+    let choices: Vec<Value> = batch
+        .iter()
+        .enumerate()
+        .map(|(index, prompt)| {
+            let ids: Vec<u32> = prompt
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            total += ids.len();
+            let (&option, context) = ids.split_last().unwrap();
+            let text: String = context
+                .iter()
+                .filter(|&&i| i != BOS)
+                .map(|&i| piece(i))
+                .collect();
+            let p = next_token(&statement_of(&text))
+                .into_iter()
+                .find(|&(id, _)| id == option)
+                .map_or(1e-9, |(_, p)| p);
+            let mut logprobs = vec![Value::Null];
+            logprobs.extend(ids[1..ids.len() - 1].iter().map(|&id| {
+                json!({id.to_string(): {"logprob": -1.5, "rank": 3, "decoded_token": piece(id)}})
+            }));
+            logprobs.push(json!({option.to_string(): {"logprob": p.ln(), "rank": 40, "decoded_token": piece(option)}}));
+            json!({"index": index, "text": " a", "logprobs": null, "finish_reason": "length",
+                "prompt_logprobs": logprobs})
+        })
+        .collect();
+    (
+        200,
+        json!({"object": "text_completion", "model": request["model"], "choices": choices,
+            "usage": {"prompt_tokens": total, "completion_tokens": batch.len(), "total_tokens": total + batch.len()}}),
+    )
 }
 
 fn serve_one(
@@ -309,12 +368,14 @@ const VLLM_LIKE: Behaviour = Behaviour {
     adds_bos: true,
     usage: true,
     latency: Duration::from_millis(30),
+    max_logprobs: None,
 };
 const LLAMA_CPP_PYTHON_LIKE: Behaviour = Behaviour {
     tokens: false,
     adds_bos: true,
     usage: true,
     latency: Duration::from_millis(5),
+    max_logprobs: None,
 };
 
 #[test]
@@ -466,4 +527,31 @@ fn two_servers_never_share_cached_answers() {
         err.contains("does not serve model \"other\"") && err.contains("fake-model"),
         "{err}"
     );
+}
+
+#[test]
+fn prompt_logprobs_need_no_max_logprobs_on_a_vllm_like_server() {
+    let server = fake_server(Behaviour {
+        max_logprobs: Some(20),
+        ..VLLM_LIKE
+    });
+    // The top-n request runs into vLLM's default cap: the " c"/"c" pair ranks below 20.
+    let err = ServerScorer::connect(&config(&server.url(), 2), &Codec)
+        .unwrap()
+        .score(&prompts(2, true), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("HTTP 400") && err.contains("max allowed: 20"),
+        "{err}"
+    );
+    let exact = ServerConfig {
+        logprobs: LogprobRequest::Prompt,
+        ..config(&server.url(), 4)
+    };
+    let mut scorer = ServerScorer::connect(&exact, &Codec).unwrap();
+    let p = prompts(25, true);
+    check(&p, &scorer.score(&p, &mut |_| {}).unwrap());
+    assert_eq!(scorer.retries(), 0);
+    assert_eq!(server.in_flight_max.load(Ordering::SeqCst), 4);
 }

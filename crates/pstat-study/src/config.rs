@@ -8,7 +8,7 @@ use pstat_data::{ConditionSet, Domain, SplitConfig};
 use pstat_http::HttpOptions;
 use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
 use pstat_prompt::Protocol;
-use pstat_prompt::server::ServerConfig;
+use pstat_prompt::server::{LogprobRequest, ServerConfig};
 use pstat_stability::Bootstrap;
 use pstat_tables::{Baseline, Probe, PromptFormat};
 use serde::{Deserialize, Serialize};
@@ -173,6 +173,11 @@ pub struct Behavioral {
     /// Requests in flight at once on each server.
     #[serde(skip_serializing_if = "is_default_concurrency")]
     pub concurrency: usize,
+    /// How the option tokens' log-probabilities are asked of every server: `top_n` (the
+    /// next token's top-n; vLLM needs `--max-logprobs` above the options' ranks) or `prompt`
+    /// (vLLM's `prompt_logprobs` on the prompt plus each option token: any rank, no flag).
+    #[serde(skip_serializing_if = "is_default")]
+    pub backend_logprobs: LogprobRequest,
     /// Per-request timeout, retries and the API key's variable of the server client.
     #[serde(skip_serializing_if = "is_default")]
     pub http: HttpOptions,
@@ -193,6 +198,7 @@ impl Behavioral {
         ServerConfig {
             model: self.backend_model.clone(),
             concurrency: self.concurrency,
+            logprobs: self.backend_logprobs,
             http: self.http.clone(),
             ..ServerConfig::new(url)
         }
@@ -369,6 +375,7 @@ impl Default for Behavioral {
             backends: BTreeMap::new(),
             backend_model: None,
             concurrency: ServerConfig::default().concurrency,
+            backend_logprobs: LogprobRequest::TopN,
             http: HttpOptions::default(),
         }
     }

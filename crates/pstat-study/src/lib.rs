@@ -24,6 +24,7 @@ pub mod stage;
 pub mod study;
 pub mod tracker;
 pub mod unit;
+pub mod vllm;
 
 pub use config::RunConfig;
 pub use lock::RunLock;

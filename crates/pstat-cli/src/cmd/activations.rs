@@ -1,4 +1,4 @@
-//! `pstat activations export`: the activation folder of a run config (docs/activations.md), to
+//! `pstat activations export` and `import --from vllm`: the activation folder of a run config (docs/activations.md), to
 //! copy to another run or to fill on another machine (tools/extract/hf_extract.py) and read
 //! back with `representational.activations`.
 
@@ -12,6 +12,24 @@ pub enum ActivationsCommand {
     /// Write, for every model and domain of the config, the statements the run reads with
     /// their token ids, export.json and the layer files (from the cache, or extracted).
     Export(ExportArgs),
+    /// Group the per-request hidden-state files of an extractor elsewhere (vLLM's
+    /// extract_hidden_states) into a cell's per-layer files, checking every token id.
+    Import(ImportArgs),
+}
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// The extractor that wrote the files.
+    #[arg(long = "from", value_parser = ["vllm"])]
+    from: String,
+    /// The folder of its files (vLLM's `shared_storage_path`: one safetensors per request).
+    files: PathBuf,
+    /// The cell to fill: `<dir>/<model>/<domain>` of `export --statements-only`.
+    #[arg(long)]
+    cell: PathBuf,
+    /// The layer ids given to vLLM (`eagle_aux_hidden_state_layer_ids`), in that order.
+    #[arg(long, value_delimiter = ',', required = true)]
+    layers: Vec<usize>,
 }
 
 #[derive(Args)]
@@ -40,6 +58,13 @@ pub fn run(command: ActivationsCommand) -> anyhow::Result<()> {
                 progress.as_mut(),
             )? {
                 outln!("{}", cell.display())?;
+            }
+            Ok(())
+        }
+        ActivationsCommand::Import(args) => {
+            debug_assert_eq!(args.from, "vllm");
+            for file in pstat_study::vllm::import(&args.files, &args.cell, &args.layers)? {
+                outln!("{}", file.display())?;
             }
             Ok(())
         }

@@ -46,6 +46,10 @@ pub struct PromptArgs {
     /// Requests in flight at once on the server (default 8).
     #[arg(long)]
     concurrency: Option<usize>,
+    /// How option log-probabilities are asked of the server: `top_n` (default) or `prompt`
+    /// (vLLM's `prompt_logprobs`: no `--max-logprobs` needed).
+    #[arg(long, value_parser = ["top_n", "prompt"])]
+    backend_logprobs: Option<String>,
     /// Seconds per server request before it is retried.
     #[arg(long)]
     timeout: Option<f64>,
@@ -100,6 +104,12 @@ pub fn run(args: PromptArgs) -> anyhow::Result<()> {
     }
     if let Some(n) = args.concurrency {
         b.concurrency = n;
+    }
+    if let Some(mode) = &args.backend_logprobs {
+        b.backend_logprobs = match mode.as_str() {
+            "prompt" => pstat_prompt::server::LogprobRequest::Prompt,
+            _ => pstat_prompt::server::LogprobRequest::TopN,
+        };
     }
     if let Some(s) = args.timeout {
         b.http.timeout_s = s;

@@ -1,0 +1,119 @@
+//! `pstat activations import --from vllm`: the per-request files of vLLM's hidden-state
+//! extraction ([`pstat_data::vllm`]) grouped into an activation folder's per-layer files
+//! (docs/activations.md). The cell's `statements.jsonl` and `export.json` (from
+//! `pstat activations export --statements-only`) say which statements, with which token ids,
+//! and the provenance the run checks. vLLM names its files by request id, so a request is
+//! matched to its statement by its token ids: every statement must have one, and every file must
+//! be one of the statements (else it was fed other tokens, and is refused by name).
+
+use pstat_data::activations::{Activations, Precision};
+use pstat_data::vllm::VllmRequest;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Writes `<cell>/layer_LL.safetensors` for each of `layers` (the layer ids given to vLLM as
+/// `eagle_aux_hidden_state_layer_ids`, in order: pstat's layer L is transformers'
+/// `hidden_states[L]`) from the `*.safetensors` files of `files`. Returns the files written.
+pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec<PathBuf>> {
+    let export_path = cell.join("export.json");
+    let export: Value = serde_json::from_str(
+        &std::fs::read_to_string(&export_path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", export_path.display()))?,
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", export_path.display()))?;
+    let field = |key: &str| -> anyhow::Result<String> {
+        export[key]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| anyhow::anyhow!("{}: no string `{key}`", export_path.display()))
+    };
+    let hidden = export["hidden"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("{}: no `hidden`", export_path.display()))?
+        as usize;
+    let lines_path = cell.join("statements.jsonl");
+    let mut statements: Vec<(String, Vec<u32>)> = Vec::new();
+    for (n, line) in std::fs::read_to_string(&lines_path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", lines_path.display()))?
+        .lines()
+        .enumerate()
+    {
+        let v: Value = serde_json::from_str(line)
+            .map_err(|e| anyhow::anyhow!("{}:{}: {e}", lines_path.display(), n + 1))?;
+        let ids = serde_json::from_value(v["token_ids"].clone())
+            .map_err(|e| anyhow::anyhow!("{}:{}: token_ids: {e}", lines_path.display(), n + 1))?;
+        let id = v["id"]
+            .as_str()
+            .ok_or_else(|| anyhow::anyhow!("{}:{}: no string `id`", lines_path.display(), n + 1))?;
+        statements.push((id.to_string(), ids));
+    }
+    // Statements with the same token ids (a repeated statement) share their activations: each
+    // of their files fills the next one still empty.
+    let mut wanted: HashMap<&[u32], Vec<usize>> = HashMap::new();
+    for (i, (_, ids)) in statements.iter().enumerate() {
+        wanted.entry(ids.as_slice()).or_default().push(i);
+    }
+
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(files)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", files.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    paths.retain(|p| p.extension().is_some_and(|x| x == "safetensors"));
+    paths.sort();
+    let mut found: Vec<Option<VllmRequest>> = vec![None; statements.len()];
+    for path in &paths {
+        let request = VllmRequest::read(path)
+            .map_err(|e| anyhow::anyhow!("{}: refused: {e}", path.display()))?;
+        let Some(same) = wanted.get(request.token_ids.as_slice()) else {
+            anyhow::bail!(
+                "{}: refused: its token ids {:?} are not those pstat feeds for any statement of {} (feed vLLM the token_ids of statements.jsonl)",
+                path.display(),
+                request.token_ids,
+                lines_path.display()
+            );
+        };
+        if request.hidden != hidden || request.layers.len() != layers.len() {
+            anyhow::bail!(
+                "{}: refused: {} layers of hidden size {}, but {} layers ({layers:?}) of hidden size {hidden} were named",
+                path.display(),
+                request.layers.len(),
+                request.hidden,
+                layers.len()
+            );
+        }
+        let i = same
+            .iter()
+            .copied()
+            .find(|&i| found[i].is_none())
+            .unwrap_or(same[0]);
+        found[i] = Some(request);
+    }
+    if let Some(i) = found.iter().position(Option::is_none) {
+        anyhow::bail!(
+            "{}: no file has the token ids of statement {:?} ({} of {})",
+            files.display(),
+            statements[i].0,
+            i + 1,
+            statements.len()
+        );
+    }
+    let mut written = Vec::new();
+    for (k, &layer) in layers.iter().enumerate() {
+        let mut acts = Activations::new(hidden);
+        for ((id, ids), request) in statements.iter().zip(&found) {
+            let request = request.as_ref().expect("every statement was found");
+            acts.push(id, ids, &request.layers[k]);
+        }
+        for key in ["model_sha256", "input", "data_hash"] {
+            acts.metadata.insert(key.into(), field(key)?);
+        }
+        acts.metadata.insert("layer".into(), layer.to_string());
+        acts.metadata
+            .insert("extractor".into(), "vllm extract_hidden_states".into());
+        let path = cell.join(format!("layer_{layer:02}.safetensors"));
+        acts.write(&path, Precision::F16)?;
+        written.push(path);
+    }
+    Ok(written)
+}

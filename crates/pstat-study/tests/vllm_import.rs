@@ -1,0 +1,139 @@
+//! vLLM's hidden-state files imported (`pstat activations import --from vllm`) on the tiny
+//! random Llama: per-request files in the layout of vLLM's `ExampleHiddenStatesConnector`
+//! (`token_ids` I64 [seq], `hidden_states` [n_layers, seq, hidden], named by request id),
+//! built here from pstat's own extraction (vLLM itself does not run here), grouped into the
+//! cell's per-layer files, give the in-process run's representational tables byte for byte; a
+//! file whose token ids are not pstat's is refused by name.
+
+mod tiny_llama;
+
+use pstat_data::activations::Activations;
+use pstat_study::{RunConfig, Silent, execute};
+use safetensors::{Dtype, tensor::TensorView};
+use std::path::Path;
+use tiny_llama::{vocabulary, write_tiny_llama};
+
+fn config(model: &Path, activations: Option<&Path>) -> RunConfig {
+    let mut config: RunConfig = toml::from_str(&format!(
+        r#"
+        seed = 11
+        models = [{model:?}]
+        domains = ["city_locations"]
+        test_limit = 20
+        train_limit = 60
+        bootstrap_resamples = 10
+        [representational]
+        probes = ["sawmil", "mass_mean"]
+        layer_offsets = [-1, 0]
+        mass_mean_layer_offsets = [0, 1]
+        veracity_layer = 3
+        sawmil_c = 1.0
+        [behavioral]
+        enabled = false
+        [familiarity]
+        enabled = false
+        [clustering]
+        enabled = false
+        "#,
+        model = model.display().to_string()
+    ))
+    .unwrap();
+    config.representational.activations = activations.map(|p| p.display().to_string());
+    config.validate().unwrap();
+    config
+}
+
+fn use_home(home: &Path) {
+    // SAFETY: this test binary has a single test, so no other thread reads the environment.
+    unsafe { std::env::set_var("PSTAT_HOME", home) };
+}
+
+/// One request's file as the connector writes it: layers stacked first.
+fn vllm_file(path: &Path, ids: &[u32], layers: &[&[f32]], hidden: usize) {
+    let id_bytes: Vec<u8> = ids.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
+    let hs: Vec<u8> = layers
+        .iter()
+        .flat_map(|l| l.iter().flat_map(|v| v.to_le_bytes()))
+        .collect();
+    let tensors = [
+        (
+            "token_ids",
+            TensorView::new(Dtype::I64, vec![ids.len()], &id_bytes).unwrap(),
+        ),
+        (
+            "hidden_states",
+            TensorView::new(Dtype::F32, vec![layers.len(), ids.len(), hidden], &hs).unwrap(),
+        ),
+    ];
+    std::fs::write(path, safetensors::serialize(tensors, None).unwrap()).unwrap();
+}
+
+#[test]
+fn vllm_hidden_state_files_import_to_the_in_process_tables_and_foreign_tokens_are_refused() {
+    let Some(vocab) = vocabulary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny-llama.gguf");
+    write_tiny_llama(&vocab, &model);
+
+    use_home(&dir.path().join("home-a"));
+    let plain = dir.path().join("plain");
+    execute(config(&model, None), &plain, &mut Silent).unwrap();
+    let ours = dir.path().join("ours");
+    pstat_study::activations::export(config(&model, None), &ours, false, &mut Silent).unwrap();
+    let layers = [2usize, 3, 4];
+    let own: Vec<Activations> = layers
+        .iter()
+        .map(|l| {
+            Activations::read(
+                &ours
+                    .join("tiny-llama/city_locations")
+                    .join(format!("layer_{l:02}.safetensors")),
+            )
+            .unwrap()
+        })
+        .collect();
+
+    // The statements to feed vLLM, then one file per request, in no particular order.
+    let theirs = dir.path().join("theirs");
+    pstat_study::activations::export(config(&model, None), &theirs, true, &mut Silent).unwrap();
+    let cell = theirs.join("tiny-llama/city_locations");
+    let files = dir.path().join("vllm-out");
+    std::fs::create_dir_all(&files).unwrap();
+    let hidden = own[0].hidden;
+    for i in 0..own[0].len() {
+        let ids = &own[0].token_ids[own[0].offsets[i]..own[0].offsets[i + 1]];
+        let rows: Vec<&[f32]> = own.iter().map(|a| a.statement(i)).collect();
+        let name = format!("cmpl-{:08x}-0.safetensors", (i * 7919) % 65521);
+        vllm_file(&files.join(name), ids, &rows, hidden);
+    }
+    let written = pstat_study::vllm::import(&files, &cell, &layers).unwrap();
+    assert_eq!(written.len(), 3);
+
+    use_home(&dir.path().join("home-b"));
+    let imported = dir.path().join("imported");
+    execute(config(&model, Some(&theirs)), &imported, &mut Silent).unwrap();
+    for table in ["stability.csv", "comparisons.csv"] {
+        assert_eq!(
+            std::fs::read(plain.join(table)).unwrap(),
+            std::fs::read(imported.join(table)).unwrap(),
+            "{table} differs"
+        );
+    }
+    assert!(!dir.path().join("home-b/activations").exists());
+
+    // A request fed other token ids (here one changed) is refused, naming its file.
+    let first = &own[0];
+    let mut ids = first.token_ids[first.offsets[0]..first.offsets[1]].to_vec();
+    *ids.last_mut().unwrap() += 1;
+    let rows: Vec<&[f32]> = own.iter().map(|a| a.statement(0)).collect();
+    let foreign = files.join("cmpl-foreign-0.safetensors");
+    vllm_file(&foreign, &ids, &rows, hidden);
+    let err = format!(
+        "{:#}",
+        pstat_study::vllm::import(&files, &cell, &layers).unwrap_err()
+    );
+    assert!(
+        err.contains(&foreign.display().to_string()) && err.contains("not those pstat feeds"),
+        "{err}"
+    );
+}
