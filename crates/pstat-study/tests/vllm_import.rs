@@ -5,48 +5,15 @@
 //! cell's per-layer files, give the in-process run's representational tables byte for byte; a
 //! file whose token ids are not pstat's is refused by name.
 
+mod imported;
 mod tiny_llama;
 
+use imported::{config, use_home};
 use pstat_data::activations::Activations;
-use pstat_study::{RunConfig, Silent, execute};
+use pstat_study::{Silent, execute};
 use safetensors::{Dtype, tensor::TensorView};
 use std::path::Path;
 use tiny_llama::{vocabulary, write_tiny_llama};
-
-fn config(model: &Path, activations: Option<&Path>) -> RunConfig {
-    let mut config: RunConfig = toml::from_str(&format!(
-        r#"
-        seed = 11
-        models = [{model:?}]
-        domains = ["city_locations"]
-        test_limit = 20
-        train_limit = 60
-        bootstrap_resamples = 10
-        [representational]
-        probes = ["sawmil", "mass_mean"]
-        layer_offsets = [-1, 0]
-        mass_mean_layer_offsets = [0, 1]
-        veracity_layer = 3
-        sawmil_c = 1.0
-        [behavioral]
-        enabled = false
-        [familiarity]
-        enabled = false
-        [clustering]
-        enabled = false
-        "#,
-        model = model.display().to_string()
-    ))
-    .unwrap();
-    config.representational.activations = activations.map(|p| p.display().to_string());
-    config.validate().unwrap();
-    config
-}
-
-fn use_home(home: &Path) {
-    // SAFETY: this test binary has a single test, so no other thread reads the environment.
-    unsafe { std::env::set_var("PSTAT_HOME", home) };
-}
 
 /// One request's file as the connector writes it: layers stacked first.
 fn vllm_file(path: &Path, ids: &[u32], layers: &[&[f32]], hidden: usize) {
