@@ -1,9 +1,9 @@
 //! One request's file of vLLM's hidden-state extraction (`extract_hidden_states` with
 //! `ExampleHiddenStatesConnector`): a safetensors file `<request id>.safetensors` holding
-//! `token_ids` (I64, [seq]: the prompt token ids) and `hidden_states` (BF16/F16/F32) with the
-//! layers given to vLLM as `eagle_aux_hidden_state_layer_ids`, in that order. The connector
-//! stacks the layers first (`[n_layers, seq, hidden]`); `[seq, n_layers, hidden]` is read too,
-//! told apart by which dimension is the token count (when both are, the connector's order).
+//! `token_ids` (I64, [seq]: the prompt token ids) and `hidden_states` (BF16/F16/F32,
+//! `[seq, n_layers, hidden]`: the connector reads each token's slot of its cache, which holds
+//! the layers given to vLLM as `eagle_aux_hidden_state_layer_ids`, in that order). That is the
+//! layout vLLM 0.32.0 writes (checked against files it wrote, crates/pstat-study/tests/vllm_engine.rs).
 
 use crate::activations::f16_bits_to_f32;
 use safetensors::{Dtype, SafeTensors};
@@ -71,12 +71,11 @@ impl VllmRequest {
             }
         };
         let seq = token_ids.len();
-        let (layer_major, n_layers, hidden) = match *hs.shape() {
-            [l, s, h] if s == seq => (true, l, h),
-            [s, l, h] if s == seq => (false, l, h),
+        let (n_layers, hidden) = match *hs.shape() {
+            [s, l, h] if s == seq => (l, h),
             ref shape => {
                 return Err(format!(
-                    "`hidden_states` has shape {shape:?}; expected [n_layers, {seq}, hidden] or [{seq}, n_layers, hidden] for {seq} token ids"
+                    "`hidden_states` has shape {shape:?}; expected [{seq}, n_layers, hidden] for {seq} token ids"
                 ));
             }
         };
@@ -85,16 +84,12 @@ impl VllmRequest {
         }
         let layers = (0..n_layers)
             .map(|l| {
-                if layer_major {
-                    values[l * seq * hidden..(l + 1) * seq * hidden].to_vec()
-                } else {
-                    (0..seq)
-                        .flat_map(|t| {
-                            let at = (t * n_layers + l) * hidden;
-                            values[at..at + hidden].iter().copied()
-                        })
-                        .collect()
-                }
+                (0..seq)
+                    .flat_map(|t| {
+                        let at = (t * n_layers + l) * hidden;
+                        values[at..at + hidden].iter().copied()
+                    })
+                    .collect()
             })
             .collect();
         Ok(VllmRequest {
@@ -130,24 +125,28 @@ mod tests {
     }
 
     #[test]
-    fn both_layer_orders_and_bf16_are_read() {
-        // 2 layers, 3 tokens, hidden 2; values exact in bf16.
-        let layer_major: Vec<f32> = (0..12).map(|i| i as f32 * 0.5).collect();
-        let a =
-            VllmRequest::from_bytes(&file(&[1, 5, 9], Dtype::BF16, vec![2, 3, 2], &layer_major))
-                .unwrap();
-        assert_eq!(a.token_ids, vec![1, 5, 9]);
-        assert_eq!(a.layers[1], layer_major[6..].to_vec());
-        let seq_major: Vec<f32> = (0..3)
+    fn token_major_files_are_read_in_bf16_and_f32_and_other_shapes_refused() {
+        // 3 tokens and 3 layers (so only the order tells them apart), hidden 2; values exact in
+        // bf16. Layer l's rows are l*6 .. l*6+6 (times 0.5).
+        let token_major: Vec<f32> = (0..3)
             .flat_map(|t| {
-                (0..2).flat_map(move |l| (0..2).map(move |h| (l * 6 + t * 2 + h) as f32 * 0.5))
+                (0..3).flat_map(move |l| (0..2).map(move |h| (l * 6 + t * 2 + h) as f32 * 0.5))
             })
             .collect();
-        let b = VllmRequest::from_bytes(&file(&[1, 5, 9], Dtype::F32, vec![3, 2, 2], &seq_major))
+        let a =
+            VllmRequest::from_bytes(&file(&[1, 5, 9], Dtype::BF16, vec![3, 3, 2], &token_major))
+                .unwrap();
+        assert_eq!(a.token_ids, vec![1, 5, 9]);
+        assert_eq!(a.hidden, 2);
+        for (l, rows) in a.layers.iter().enumerate() {
+            let expected: Vec<f32> = (0..6).map(|i| (l * 6 + i) as f32 * 0.5).collect();
+            assert_eq!(rows, &expected, "layer {l}");
+        }
+        let b = VllmRequest::from_bytes(&file(&[1, 5, 9], Dtype::F32, vec![3, 3, 2], &token_major))
             .unwrap();
         assert_eq!(a, b);
-        let err = VllmRequest::from_bytes(&file(&[1, 5], Dtype::F32, vec![1, 6, 2], &layer_major))
+        let err = VllmRequest::from_bytes(&file(&[1, 5], Dtype::F32, vec![3, 2, 3], &token_major))
             .unwrap_err();
-        assert!(err.contains("expected [n_layers, 2, hidden]"), "{err}");
+        assert!(err.contains("expected [2, n_layers, hidden]"), "{err}");
     }
 }

@@ -55,10 +55,23 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
         wanted.entry(ids.as_slice()).or_default().push(i);
     }
 
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(files)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", files.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
+    let list = || -> anyhow::Result<Vec<PathBuf>> {
+        Ok(std::fs::read_dir(files)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", files.display()))?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()?)
+    };
+    // vLLM writes a request's file after answering it, holding an exclusive flock on
+    // `<file>.lock` (created before the answer) until the file is complete: wait for each.
+    for lock in list()?
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".safetensors.lock"))
+    {
+        std::fs::File::open(lock)
+            .and_then(|f| f.lock_shared())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", lock.display()))?;
+    }
+    let mut paths = list()?;
     paths.retain(|p| p.extension().is_some_and(|x| x == "safetensors"));
     paths.sort();
     let mut found: Vec<Option<VllmRequest>> = vec![None; statements.len()];

@@ -1,7 +1,7 @@
 //! vLLM's hidden-state files imported (`pstat activations import --from vllm`) on the tiny
 //! random Llama: per-request files in the layout of vLLM's `ExampleHiddenStatesConnector`
-//! (`token_ids` I64 [seq], `hidden_states` [n_layers, seq, hidden], named by request id),
-//! built here from pstat's own extraction (vLLM itself does not run here), grouped into the
+//! (`token_ids` I64 [seq], `hidden_states` [seq, n_layers, hidden], named by request id),
+//! built here from pstat's own extraction (vllm_engine.rs imports files vLLM wrote), grouped into the
 //! cell's per-layer files, give the in-process run's representational tables byte for byte; a
 //! file whose token ids are not pstat's is refused by name.
 
@@ -15,12 +15,12 @@ use safetensors::{Dtype, tensor::TensorView};
 use std::path::Path;
 use tiny_llama::{vocabulary, write_tiny_llama};
 
-/// One request's file as the connector writes it: layers stacked first.
+/// One request's file as the connector writes it: each token's row of every layer.
 fn vllm_file(path: &Path, ids: &[u32], layers: &[&[f32]], hidden: usize) {
     let id_bytes: Vec<u8> = ids.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
-    let hs: Vec<u8> = layers
-        .iter()
-        .flat_map(|l| l.iter().flat_map(|v| v.to_le_bytes()))
+    let hs: Vec<u8> = (0..ids.len())
+        .flat_map(|t| layers.iter().map(move |l| &l[t * hidden..(t + 1) * hidden]))
+        .flat_map(|row| row.iter().flat_map(|v| v.to_le_bytes()))
         .collect();
     let tensors = [
         (
@@ -29,7 +29,7 @@ fn vllm_file(path: &Path, ids: &[u32], layers: &[&[f32]], hidden: usize) {
         ),
         (
             "hidden_states",
-            TensorView::new(Dtype::F32, vec![layers.len(), ids.len(), hidden], &hs).unwrap(),
+            TensorView::new(Dtype::F32, vec![ids.len(), layers.len(), hidden], &hs).unwrap(),
         ),
     ];
     std::fs::write(path, safetensors::serialize(tensors, None).unwrap()).unwrap();
