@@ -78,6 +78,17 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The six kinds that have text (every kind but [`Kind::Noise`]), in Table 1's order.
+    pub const TEXTUAL: [Kind; 6] = [
+        Kind::True,
+        Kind::False,
+        Kind::FictionalT,
+        Kind::FictionalF,
+        Kind::SyntheticTf,
+        Kind::SyntheticFi,
+    ];
+
+    /// Every kind, [`Kind::TEXTUAL`] then [`Kind::Noise`].
     pub const ALL: [Kind; 7] = [
         Kind::True,
         Kind::False,

@@ -25,11 +25,11 @@ pub use inputs::RunData;
 
 use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, stability_figure};
 use html::Section;
-use inputs::{distance_cell, familiarity_cell};
 use pstat_tables::Probe;
 use select::{BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, representational};
 use std::path::{Path, PathBuf};
 use tables::{KindCell, kind_tables};
+use tables::{distance_cell, familiarity_cell};
 
 /// What `build_report` wrote.
 #[derive(Debug, Clone)]

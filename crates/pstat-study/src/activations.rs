@@ -415,7 +415,7 @@ fn export_layers(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::
     };
     let mut layers = BTreeSet::from([veracity]);
     for &probe in &cfg.probes {
-        let window = crate::representational::probe_window(cfg, probe, veracity, n, &model.name)?;
+        let window = cfg.window(probe, veracity, n, &model.name)?;
         layers.extend(window.all());
     }
     Ok(layers.into_iter().collect())

@@ -3,13 +3,12 @@
 //! held-out True statements are asked the three-option question (pstat-prompt does the work;
 //! its units are resumable files under `<model>/<domain>/behavioral/`).
 
-use crate::config::{Formats, RunConfig};
+use crate::config::{FormatRule, RunConfig};
 use crate::lock::WorkLock;
 use crate::progress::Progress;
-use crate::shard::possible_units;
-use crate::stage::{Cell, Handoff, Stage, Tables};
+use crate::stage::{Cell, CellPlan, Handoff, Known, Stage, Tables};
 use crate::study::Study;
-use crate::unit::{UnitKey, UnitKind};
+use crate::unit::{PlannedUnit, UnitKey, UnitKind, Work};
 use pstat_data::{ConditionSet, Domain, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerConfig;
@@ -19,7 +18,7 @@ use pstat_prompt::{
     UnitResult, run_selected_units, summarize,
 };
 use pstat_stability::{Bootstrap, Judgments, MIN_BASELINE_TRUE};
-use pstat_tables::FormatDecision;
+use pstat_tables::{DECISIONS_FILE, Decisions, FormatDecision, main_k};
 use std::collections::{BTreeMap, HashMap};
 
 /// The behavioral stage: belief-context prompts under every Θ.
@@ -32,6 +31,65 @@ impl Stage for Behavioral {
 
     fn enabled(&self, config: &RunConfig) -> bool {
         config.behavioral.enabled
+    }
+
+    /// One unit per (Θ, draw) of every (format, K, baseline) study, each listed once where
+    /// several studies share its file; under `auto`, the chat-format baseline that decides
+    /// comes first.
+    fn units(&self, plan: &CellPlan) -> Vec<PlannedUnit> {
+        let study = plan.study;
+        let cfg = &study.config.behavioral;
+        let statements = study.held_out_true(plan.domain).len();
+        // The studies the stage runs, in its order: (format, K, baseline, baseline only).
+        let mut studies: Vec<(PromptFormat, usize, Baseline, bool)> = Vec::new();
+        let formats = match plan.known {
+            Known::Nothing => cfg.formats.possible(),
+            Known::Stored { chat_template, .. } => {
+                // Until the model is read, a chat template is assumed (the paper's chat models).
+                match cfg.formats.rule(chat_template != Some(false)) {
+                    FormatRule::Fixed { formats, .. } => formats,
+                    // The chat-format baseline decides; until it has, the plan assumes chat.
+                    FormatRule::ChatBaselineDecides => {
+                        let main_k = main_k(cfg.k.iter().copied()).unwrap_or(0);
+                        studies.push((PromptFormat::Chat, main_k, Baseline::Empty, true));
+                        decided_formats(study, plan.model, plan.domain)
+                            .unwrap_or_else(|| vec![PromptFormat::Chat])
+                    }
+                }
+            }
+        };
+        for &format in &formats {
+            for &k in &cfg.k {
+                for &baseline in &cfg.baselines {
+                    studies.push((format, k, baseline, false));
+                }
+            }
+        }
+        let mut units: Vec<PlannedUnit> = Vec::new();
+        for (format, k, baseline, baseline_only) in studies {
+            let spec = study_spec(study, plan.model, plan.domain, format, k, baseline);
+            let Ok(spec_units) = spec.units(&study.conditions) else {
+                continue;
+            };
+            for (condition, draw) in spec_units {
+                if baseline_only && !condition.is_baseline() {
+                    continue;
+                }
+                // The empty-context baseline is one unit for every K (and for the chat check),
+                // a perturbation's one unit for every baseline.
+                let key = UnitKey::prompt(&spec, condition, draw);
+                if units.iter().any(|u| u.key == key) {
+                    continue;
+                }
+                let done = plan.reads_out() && spec.unit_files(condition, draw).meta.exists();
+                let work = Work::Prompts {
+                    statements,
+                    k: key.k.unwrap_or(0),
+                };
+                units.push(PlannedUnit::new(key, work, done));
+            }
+        }
+        units
     }
 
     fn run(
@@ -71,6 +129,19 @@ pub(crate) fn study_spec(
         shuffle_control: cfg.shuffle_control,
         dir: crate::stage::stage_dir(&study.out, model, domain, "behavioral"),
     }
+}
+
+/// The formats a cell was prompted in, as `decisions.json` records them, if it does.
+fn decided_formats(study: &Study, model: &str, domain: Domain) -> Option<Vec<PromptFormat>> {
+    crate::io::read_json::<Decisions>(&study.out.join(DECISIONS_FILE), &mut crate::Silent)
+        .ok()
+        .flatten()
+        .and_then(|d| {
+            d.formats
+                .into_iter()
+                .find(|f| f.model == model && f.domain == domain.as_str())
+        })
+        .map(|f| f.formats)
 }
 
 /// The server settings a cell's behavioral units were scored with, in
@@ -115,11 +186,13 @@ fn run(
     let cfg = &study.config.behavioral;
     let scope = study.scope;
     if !scope.assembles() {
-        let keys = possible_units(&study.config, &study.conditions, &model.name, domain)?;
-        if !keys
-            .iter()
-            .any(|k| k.kind == UnitKind::Prompt && scope.covers(k))
-        {
+        let possible = Behavioral.units(&CellPlan {
+            study,
+            model: &model.name,
+            domain,
+            known: Known::Nothing,
+        });
+        if !possible.iter().any(|u| scope.covers(&u.key)) {
             return Ok(());
         }
     }
@@ -189,30 +262,11 @@ fn run(
         missing?;
         Ok(units)
     };
-    let (formats, reason) = match &cfg.formats {
-        Formats::Listed(formats) => {
-            let usable: Vec<PromptFormat> = formats
-                .iter()
-                .copied()
-                .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
-                .collect();
-            // A base model asked only for chat still gets its plain prompt.
-            if usable.is_empty() {
-                (
-                    vec![PromptFormat::Plain],
-                    "listed chat only, but the model has no chat template".to_string(),
-                )
-            } else {
-                (usable, "listed in behavioral.formats".to_string())
-            }
-        }
-        Formats::Auto if !codec.has_chat_template() => (
-            vec![PromptFormat::Plain],
-            "auto: the model has no chat template".to_string(),
-        ),
-        Formats::Auto => {
+    let (formats, reason) = match cfg.formats.rule(codec.has_chat_template()) {
+        FormatRule::Fixed { formats, reason } => (formats, reason.to_string()),
+        FormatRule::ChatBaselineDecides => {
             // The chat-format empty baseline decides; its unit is reused if chat is kept.
-            let main_k = cfg.k.iter().copied().max().unwrap_or(0);
+            let main_k = main_k(cfg.k.iter().copied()).unwrap_or(0);
             let chat = spec(PromptFormat::Chat, main_k, Baseline::Empty);
             let baseline_only = ConditionSet {
                 conditions: study.conditions.baseline().into_iter().cloned().collect(),
@@ -223,24 +277,25 @@ fn run(
             let believed = units
                 .first()
                 .map_or(0, |u| u.judgments.iter().filter(|j| j.judged_true).count());
-            if believed >= MIN_BASELINE_TRUE {
-                (
+            match PromptFormat::auto(believed) {
+                PromptFormat::Chat => (
                     vec![PromptFormat::Chat],
                     format!(
                         "auto: the chat-format baseline judges {believed} of {} held-out True statements True",
                         test.len()
                     ),
-                )
-            } else {
-                let reason = format!(
-                    "auto: the chat-format baseline judges {believed} of {} held-out True statements True (fewer than {MIN_BASELINE_TRUE}), so this domain is prompted in the plain format",
-                    test.len()
-                );
-                progress.note(&format!("{} {domain}: {reason}", model.name));
-                output
-                    .answers
-                    .extend(summarize(&chat, &units, bootstrap)?.answers);
-                (vec![PromptFormat::Plain], reason)
+                ),
+                PromptFormat::Plain => {
+                    let reason = format!(
+                        "auto: the chat-format baseline judges {believed} of {} held-out True statements True (fewer than {MIN_BASELINE_TRUE}), so this domain is prompted in the plain format",
+                        test.len()
+                    );
+                    progress.note(&format!("{} {domain}: {reason}", model.name));
+                    output
+                        .answers
+                        .extend(summarize(&chat, &units, bootstrap)?.answers);
+                    (vec![PromptFormat::Plain], reason)
+                }
             }
         }
     };
@@ -269,7 +324,7 @@ fn run(
                     let base_beliefs = beliefs(base);
                     // The report states its comparisons for the main draw at the largest K
                     // against the empty baseline.
-                    if baseline == Baseline::Empty && Some(k) == cfg.k.iter().copied().max() {
+                    if baseline == Baseline::Empty && Some(k) == main_k(cfg.k.iter().copied()) {
                         let judged: HashMap<String, Judgments> = rest
                             .iter()
                             .filter(|u| u.draw == Draw::Main)

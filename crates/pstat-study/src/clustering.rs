@@ -11,8 +11,8 @@ use crate::config::RunConfig;
 use crate::io::{read_record, write_json, write_manifest, write_record};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
-use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
-use crate::unit::{UnitKey, UnitKind};
+use crate::stage::{Cell, CellPlan, Handoff, Retractions, Stage, Tables};
+use crate::unit::{PlannedUnit, UnitKey, UnitKind, Work};
 use anyhow::Context;
 use pstat_cluster::{Grid, GridResult, Matrix, run_grid};
 use pstat_contrast::labeler::Labeler;
@@ -61,6 +61,20 @@ impl Stage for Clustering {
 
     fn enabled(&self, config: &RunConfig) -> bool {
         config.clustering.enabled && config.representational.enabled
+    }
+
+    /// One unit: the grid over the cell's retracted statements.
+    fn units(&self, plan: &CellPlan) -> Vec<PlannedUnit> {
+        let dir = cell_dir(&plan.study.out, plan.model, plan.domain);
+        let done = plan.reads_out()
+            && ["result.json", "skipped.json"]
+                .iter()
+                .any(|f| dir.join(f).exists());
+        vec![PlannedUnit::new(
+            plan.key(UnitKind::Clustering),
+            Work::Grid,
+            done,
+        )]
     }
 
     fn run(

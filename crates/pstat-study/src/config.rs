@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use pstat_data::condition::Condition;
 use pstat_data::{ConditionSet, Domain, SplitConfig};
 use pstat_http::HttpOptions;
+use pstat_lm::paper::LayerWindow;
 use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
 use pstat_prompt::Protocol;
 use pstat_prompt::server::{LogprobRequest, ServerConfig};
@@ -129,6 +130,19 @@ impl Representational {
             Probe::MassMean => &self.mass_mean_layer_offsets,
             Probe::Sawmil | Probe::Prompt => &self.layer_offsets,
         }
+    }
+
+    /// The layers `probe` is retrained at around `veracity`: its configured offsets, the window
+    /// shifted inside 1..=n_layers where it would leave the model ([`LayerWindow`]).
+    pub fn window(
+        &self,
+        probe: Probe,
+        veracity: usize,
+        n_layers: usize,
+        model: &str,
+    ) -> anyhow::Result<LayerWindow> {
+        LayerWindow::new(veracity, self.offsets(probe), n_layers)
+            .map_err(|e| anyhow::anyhow!("{model}: {probe} layers: {e}"))
     }
 
     pub(crate) fn sawmil_params(&self, seed: u64) -> SawMilParams {
@@ -272,6 +286,74 @@ pub enum Formats {
     /// (SmolLM2-135M answers "c" to every chat-formatted baseline question).
     Auto,
     Listed(Vec<PromptFormat>),
+}
+
+/// The prompt formats of a cell, as [`Formats::rule`] decides them before any prompt is scored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FormatRule {
+    /// These formats, for this reason (recorded in `decisions.json`).
+    Fixed {
+        /// The formats, the main one first.
+        formats: Vec<PromptFormat>,
+        /// Why, in words.
+        reason: &'static str,
+    },
+    /// `auto` on a chat model: its chat-format empty baseline at the main K decides
+    /// ([`PromptFormat::auto`]).
+    ChatBaselineDecides,
+}
+
+impl Formats {
+    /// The one rule for which formats a model is prompted in, read by the behavioral stage,
+    /// the plan and the shards: listed formats less chat where the model has no chat template
+    /// (plain where nothing is left), and under `auto` plain for a base model, the chat
+    /// baseline's decision for a chat model.
+    pub fn rule(&self, chat_template: bool) -> FormatRule {
+        match self {
+            Formats::Listed(listed) => {
+                let usable: Vec<PromptFormat> = listed
+                    .iter()
+                    .copied()
+                    .filter(|f| *f == PromptFormat::Plain || chat_template)
+                    .collect();
+                // A base model asked only for chat still gets its plain prompt.
+                if usable.is_empty() {
+                    FormatRule::Fixed {
+                        formats: vec![PromptFormat::Plain],
+                        reason: "listed chat only, but the model has no chat template",
+                    }
+                } else {
+                    FormatRule::Fixed {
+                        formats: usable,
+                        reason: "listed in behavioral.formats",
+                    }
+                }
+            }
+            Formats::Auto if !chat_template => FormatRule::Fixed {
+                formats: vec![PromptFormat::Plain],
+                reason: "auto: the model has no chat template",
+            },
+            Formats::Auto => FormatRule::ChatBaselineDecides,
+        }
+    }
+
+    /// Every format a model may be prompted in whatever its template and its baseline: the
+    /// [`Formats::rule`] of a chat model and of a base model together, plain first.
+    pub fn possible(&self) -> Vec<PromptFormat> {
+        let mut formats = Vec::new();
+        for chat_template in [true, false] {
+            match self.rule(chat_template) {
+                FormatRule::Fixed { formats: f, .. } => formats.extend(f),
+                FormatRule::ChatBaselineDecides => {
+                    formats.extend([PromptFormat::Chat, PromptFormat::Plain])
+                }
+            }
+        }
+        [PromptFormat::Plain, PromptFormat::Chat]
+            .into_iter()
+            .filter(|f| formats.contains(f))
+            .collect()
+    }
 }
 
 /// The `behavioral.formats` entry that asks for [`Formats::Auto`].

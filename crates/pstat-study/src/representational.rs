@@ -6,10 +6,9 @@ use crate::io::{read_record, write_json, write_manifest, write_record, write_rec
 use crate::lock::WorkLock;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
-use crate::unit::{UnitKey, UnitKind};
-
-use crate::stage::{Cell, Handoff, Stage, Tables};
+use crate::stage::{Cell, CellPlan, Handoff, Known, Stage, Tables};
 use crate::study::Study;
+use crate::unit::{PlannedUnit, UnitKey, UnitKind, Work};
 use anyhow::{Context, bail};
 use pstat_data::activations::Activations;
 use pstat_data::{Condition, Domain, Kind};
@@ -39,6 +38,80 @@ impl Stage for Representational {
 
     fn enabled(&self, config: &crate::RunConfig) -> bool {
         config.representational.enabled
+    }
+
+    /// The layer selection (unless the config fixes the layer), the activations (needed while
+    /// some probe unit is missing, never when they are imported) and one unit per (probe,
+    /// layer offset).
+    fn units(&self, plan: &CellPlan) -> Vec<PlannedUnit> {
+        let study = plan.study;
+        let cfg = &study.config.representational;
+        let dir = plan.dir(self.name());
+        let depth = match plan.known {
+            Known::Stored { depth, .. } => depth,
+            Known::Nothing => None,
+        };
+        // A peek: a damaged record counts as not chosen and is left for the stage to name and
+        // move aside.
+        let chosen = plan
+            .reads_out()
+            .then(|| {
+                let layers = layers_path(&dir);
+                pstat_data::artifact::read_checked_json::<LayerChoice>(
+                    &layers,
+                    &crate::io::role_of(&layers),
+                )
+                .ok()
+                .flatten()
+            })
+            .flatten()
+            .map(|c| c.veracity_layer);
+        let mut units = Vec::new();
+        if cfg.veracity_layer.is_none() {
+            let n = cfg.selection_statements;
+            let statements = study.stratified_train(plan.domain, n).len()
+                + study.selection_calibration(plan.domain).len();
+            units.push(PlannedUnit::new(
+                plan.key(UnitKind::LayerSelection),
+                Work::Statements(statements),
+                chosen.is_some(),
+            ));
+        }
+        let veracity = cfg.veracity_layer.or(chosen);
+        let bags = study.train_ids(plan.domain).len();
+        let conditions = study.conditions.conditions.len();
+        let mut probes = Vec::new();
+        for &probe in &cfg.probes {
+            // The window of the chosen layer (shifted inside the model where needed).
+            // A model whose depth cannot be read without loading it gets no shift at the top.
+            let depth = depth.unwrap_or(u32::MAX as usize);
+            let window = veracity.and_then(|v| LayerWindow::new(v, cfg.offsets(probe), depth).ok());
+            for &offset in cfg.offsets(probe) {
+                let layer = window.as_ref().and_then(|w| w.layer(offset));
+                let done = plan.reads_out()
+                    && layer.is_some_and(|l| unit_dir(&dir, probe, l).join("unit.json").exists());
+                let work = Work::Fits {
+                    fits: conditions,
+                    bags,
+                    search: probe == Probe::Sawmil && cfg.sawmil_c.is_none(),
+                };
+                let key = UnitKey::probe(plan.model, plan.domain, probe, offset);
+                probes.push(PlannedUnit {
+                    layer,
+                    ..PlannedUnit::new(key, work, done)
+                });
+            }
+        }
+        // Extraction is needed only while some probe unit is missing, and never when the
+        // activations are imported (reading them back is not model work).
+        let statements = bags + study.held_out_true(plan.domain).len();
+        units.push(PlannedUnit::new(
+            plan.key(UnitKind::Activations),
+            Work::Statements(statements),
+            cfg.activations.is_some() || probes.iter().all(|p| p.done),
+        ));
+        units.extend(probes);
+        units
     }
 
     fn run(
@@ -71,8 +144,7 @@ impl Stage for Representational {
         let choice = veracity_layer(cell, progress)?;
         let mut units: Vec<(Probe, i64, usize)> = Vec::new();
         for &probe in &cfg.probes {
-            let window = probe_window(
-                cfg,
+            let window = cfg.window(
                 probe,
                 choice.veracity_layer,
                 model.lm.n_layers(),
@@ -752,19 +824,6 @@ pub fn veracity_activations<'h>(
     Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
 
-/// The layers `probe` is retrained at around `veracity`: its configured offsets, the window
-/// shifted inside 1..=n_layers where it would leave the model ([`LayerWindow`]).
-pub fn probe_window(
-    cfg: &crate::config::Representational,
-    probe: Probe,
-    veracity: usize,
-    n_layers: usize,
-    model: &str,
-) -> anyhow::Result<LayerWindow> {
-    LayerWindow::new(veracity, cfg.offsets(probe), n_layers)
-        .map_err(|e| anyhow::anyhow!("{model}: {probe} layers: {e}"))
-}
-
 /// The veracity layer of a (model, domain), persisted in `layers.json`: a layer fixed in the
 /// run config wins; else the paper's Table A3 layer when the model is one of the paper's (the
 /// authors' block l is pstat's layer l + 1, see [`pstat_lm::paper`]); else the criterion the
@@ -822,7 +881,7 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
     let mut choice = choice;
     let cfg = &study.config.representational;
     for &probe in &cfg.probes {
-        let window = probe_window(cfg, probe, choice.veracity_layer, n_layers, &model.name)?;
+        let window = cfg.window(probe, choice.veracity_layer, n_layers, &model.name)?;
         if let Some(note) = window.note() {
             choice.window.push(format!("{probe}: {note}"));
         }

@@ -77,7 +77,7 @@ impl Retractions {
         formats: &[pstat_tables::PromptFormat],
     ) -> bool {
         baseline == pstat_tables::Baseline::Empty
-            && Some(k) == ks.iter().copied().max()
+            && Some(k) == pstat_tables::main_k(ks.iter().copied())
             && Some(&format) == formats.first()
     }
 
@@ -103,11 +103,60 @@ impl Retractions {
     }
 }
 
+/// One (model, domain) of a plan, before any model is loaded.
+pub struct CellPlan<'a> {
+    /// The study planned.
+    pub study: &'a Study,
+    /// The model's name in the run folder ([`crate::model::display_name`]).
+    pub model: &'a str,
+    /// The domain.
+    pub domain: Domain,
+    /// What is known of the model and of the out folder.
+    pub known: Known,
+}
+
+/// What a plan knows of a cell beyond its config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Known {
+    /// Nothing: every unit the cell can have, whatever the model and its choices turn out to
+    /// be, none of them stored (which units a shard owns, decided before anything is computed).
+    Nothing,
+    /// What the registry or the model file's header tells without loading weights, and what
+    /// the out folder holds (a run's plan).
+    Stored {
+        /// Whether the model has a chat template (`None`: unknown; chat is assumed).
+        chat_template: Option<bool>,
+        /// The model's number of decoder blocks (`None`: unknown).
+        depth: Option<usize>,
+    },
+}
+
+impl CellPlan<'_> {
+    /// The key of this cell's unit of `kind`.
+    pub fn key(&self, kind: crate::unit::UnitKind) -> crate::unit::UnitKey {
+        crate::unit::UnitKey::new(self.model, self.domain, kind)
+    }
+
+    /// `<out>/<model>/<domain>/<stage>`.
+    pub fn dir(&self, stage: &str) -> std::path::PathBuf {
+        stage_dir(&self.study.out, self.model, self.domain, stage)
+    }
+
+    /// Whether the out folder is read for what it holds.
+    pub fn reads_out(&self) -> bool {
+        matches!(self.known, Known::Stored { .. })
+    }
+}
+
 /// A stage of the study.
 pub trait Stage: Sync {
     /// Its name in headings and in the run folder.
     fn name(&self) -> &'static str;
+    /// Whether `config` runs it.
     fn enabled(&self, config: &RunConfig) -> bool;
+    /// The units it computes for `cell`, in the order it computes them.
+    fn units(&self, cell: &CellPlan) -> Vec<crate::unit::PlannedUnit>;
+    /// Computes (or reads back) its units of `cell` and adds their rows to `tables`.
     fn run(
         &self,
         cell: &Cell,

@@ -163,7 +163,7 @@ impl Progress for Tracker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::PlannedUnit;
+    use crate::unit::PlannedUnit;
     use crate::unit::{UnitKind, Work};
     use pstat_prompt::Progress as _;
     use pstat_tables::{Baseline, PromptFormat};

@@ -30,6 +30,7 @@ pub enum UnitKind {
 }
 
 impl UnitKind {
+    /// Its spelling in unit ids and `--dry-run --json`.
     pub fn as_str(self) -> &'static str {
         match self {
             UnitKind::LayerSelection => "layer_selection",
@@ -51,6 +52,12 @@ impl UnitKind {
             UnitKind::ObjectTokens => "familiarity",
             UnitKind::Clustering => "retraction clustering",
         }
+    }
+
+    /// Whether every unit of a cell needs it first (the veracity layer and the activations):
+    /// whichever shard needs it computes it, so it picks no shard of its own.
+    pub fn is_prerequisite(self) -> bool {
+        matches!(self, UnitKind::LayerSelection | UnitKind::Activations)
     }
 }
 
@@ -197,6 +204,39 @@ impl fmt::Display for UnitKey {
             write!(f, "/{d}")?;
         }
         Ok(())
+    }
+}
+
+/// A unit of a run's plan: its key, its size, its estimated cost and whether the out folder
+/// already holds it. Each stage describes its own ([`crate::Stage::units`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedUnit {
+    /// Which unit.
+    pub key: UnitKey,
+    /// The probe unit's layer, when the veracity layer is known (fixed in the config or
+    /// already chosen in the out folder).
+    pub layer: Option<usize>,
+    /// How much work it is.
+    pub work: Work,
+    /// Seconds expected on this machine ([`crate::costs`]).
+    pub estimate_s: Option<f64>,
+    /// Seconds the reference table predicts, before this machine's pace.
+    pub reference_s: Option<f64>,
+    /// The out folder already holds its result.
+    pub done: bool,
+}
+
+impl PlannedUnit {
+    /// A unit of `work`, without a layer or an estimate yet.
+    pub fn new(key: UnitKey, work: Work, done: bool) -> Self {
+        PlannedUnit {
+            key,
+            layer: None,
+            work,
+            estimate_s: None,
+            reference_s: None,
+            done,
+        }
     }
 }
 
