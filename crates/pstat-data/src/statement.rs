@@ -124,6 +124,11 @@ impl Kind {
         }
     }
 
+    /// Fictional (T) or Fictional (F).
+    pub fn is_fictional(self) -> bool {
+        matches!(self, Kind::FictionalT | Kind::FictionalF)
+    }
+
     /// Ground-truth label: true = correct ∧ real, false = ¬correct ∧ real, neither = ¬real.
     pub fn label(self) -> Label {
         match self {
@@ -131,14 +136,6 @@ impl Kind {
             Kind::False => Label::False,
             _ => Label::Neither,
         }
-    }
-
-    pub fn is_fictional(self) -> bool {
-        matches!(self, Kind::FictionalT | Kind::FictionalF)
-    }
-
-    pub fn is_synthetic(self) -> bool {
-        matches!(self, Kind::SyntheticTf | Kind::SyntheticFi)
     }
 }
 

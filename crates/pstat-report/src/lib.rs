@@ -161,7 +161,7 @@ fn summary_section(inputs: &Inputs) -> Section {
     if let Some(rows) = &data.bigram_distances {
         summary.findings.push(summary::bigram_finding(rows));
     }
-    summary.findings.push(summary::flagged_baselines(&data));
+    summary.findings.push(summary::flagged_baselines(data));
     match &data.across_models {
         Some(rows) => summary
             .tables

@@ -4,6 +4,7 @@
 //! its units are resumable files under `<model>/<domain>/behavioral/`).
 
 use crate::config::{FormatRule, RunConfig};
+use crate::layout::RunLayout;
 use crate::lock::WorkLock;
 use crate::progress::Progress;
 use crate::stage::{Cell, CellPlan, Handoff, Known, Stage, Tables};
@@ -133,15 +134,18 @@ pub(crate) fn study_spec(
 
 /// The formats a cell was prompted in, as `decisions.json` records them, if it does.
 fn decided_formats(study: &Study, model: &str, domain: Domain) -> Option<Vec<PromptFormat>> {
-    crate::io::read_json::<Decisions>(&study.out.join(DECISIONS_FILE), &mut crate::Silent)
-        .ok()
-        .flatten()
-        .and_then(|d| {
-            d.formats
-                .into_iter()
-                .find(|f| f.model == model && f.domain == domain.as_str())
-        })
-        .map(|f| f.formats)
+    crate::io::read_json::<Decisions>(
+        &RunLayout::new(&study.out).top(DECISIONS_FILE),
+        &mut crate::Silent,
+    )
+    .ok()
+    .flatten()
+    .and_then(|d| {
+        d.formats
+            .into_iter()
+            .find(|f| f.model == model && f.domain == domain.as_str())
+    })
+    .map(|f| f.formats)
 }
 
 /// The server settings a cell's behavioral units were scored with, in

@@ -106,7 +106,7 @@ struct ClusterOutput {
 
 /// `<out>/clusters/<model>/<domain>`: where a cell's clustering is stored.
 pub fn cell_dir(out: &Path, model: &str, domain: Domain) -> PathBuf {
-    out.join("clusters").join(model).join(domain.as_str())
+    crate::layout::RunLayout::new(out).clusters(model, domain)
 }
 
 fn run(
@@ -231,11 +231,7 @@ fn label(
         model,
         domain,
     } = cell;
-    let dir = study
-        .out
-        .join("clusters")
-        .join(&model.name)
-        .join(domain.as_str());
+    let dir = cell_dir(&study.out, &model.name, *domain);
     let labeler = Labeler::from_config(&pstat_contrast::labeler::LabelerConfig {
         url: url.to_string(),
         http: study.config.clustering.http.clone(),

@@ -4,6 +4,7 @@
 
 use crate::config::RunConfig;
 use crate::io::{read_record, write_jsonl, write_record_vouching};
+use crate::layout::RunLayout;
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
 use crate::stage::{Cell, CellPlan, Handoff, Stage, Tables};
@@ -61,7 +62,10 @@ impl Stage for Familiarity {
             .iter()
             .map(|k| data.of_kind(*k).count().min(n))
             .sum();
-        let done = plan.reads_out() && familiarity_path(&plan.dir(self.name())).exists();
+        let done = plan.reads_out()
+            && RunLayout::new(&plan.study.out)
+                .familiarity(plan.model, plan.domain)
+                .exists();
         vec![PlannedUnit::new(
             plan.key(UnitKind::ObjectTokens),
             Work::Statements(statements),
@@ -88,12 +92,6 @@ impl Stage for Familiarity {
     }
 }
 
-/// `<cell>/familiarity.json`: the cell's familiarity rows, a hash-checked record. It sits in
-/// the cell's folder beside the stage's own (`<cell>/familiarity/`), where runs have kept it.
-fn familiarity_path(stage_dir: &std::path::Path) -> std::path::PathBuf {
-    stage_dir.with_file_name("familiarity.json")
-}
-
 fn object_token_table(
     cell: &Cell,
     progress: &mut dyn Progress,
@@ -104,7 +102,7 @@ fn object_token_table(
         domain,
     } = cell;
     let domain = *domain;
-    let path = familiarity_path(&cell.dir(Familiarity.name()));
+    let path = RunLayout::new(&study.out).familiarity(&model.name, domain);
     if let Some(rows) = read_record::<Vec<FamiliarityRow>>(&path, progress)? {
         return Ok(rows);
     }

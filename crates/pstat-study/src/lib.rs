@@ -14,6 +14,7 @@ pub mod config;
 pub mod costs;
 pub mod familiarity;
 mod io;
+pub mod layout;
 pub mod lock;
 pub mod model;
 pub mod plan;
@@ -28,6 +29,7 @@ pub mod unit;
 pub mod vllm;
 
 pub use config::RunConfig;
+pub use layout::RunLayout;
 pub use lock::RunLock;
 pub use model::LoadedModel;
 pub use plan::Plan;
@@ -277,7 +279,7 @@ pub fn merge(outs: &[PathBuf], progress: &mut dyn Progress) -> anyhow::Result<()
 
 /// The N of the shards that finished in `out` (`shards/<I>-of-<N>.json`), if they agree.
 fn shard_count(out: &Path) -> anyhow::Result<Option<u32>> {
-    let dir = out.join("shards");
+    let dir = RunLayout::new(out).shards();
     if !dir.exists() {
         return Ok(None);
     }

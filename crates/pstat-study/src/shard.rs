@@ -56,7 +56,8 @@ impl Shard {
 
     /// `shards/<I>-of-<N>.json`: written when the shard has computed all its units.
     pub fn done_file(&self, out: &Path) -> std::path::PathBuf {
-        out.join("shards")
+        crate::layout::RunLayout::new(out)
+            .shards()
             .join(format!("{}-of-{}.json", self.index, self.count))
     }
 }

@@ -3,6 +3,7 @@
 //! stages of the same cell need.
 
 use crate::config::RunConfig;
+use crate::layout::RunLayout;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
 use crate::study::Study;
@@ -31,14 +32,14 @@ impl Cell<'_> {
     }
 }
 
-/// `<out>/<model>/<domain>/<stage>`.
+/// `<out>/<model>/<domain>/<stage>` ([`RunLayout::stage`]).
 pub fn stage_dir(
     out: &std::path::Path,
     model: &str,
     domain: Domain,
     stage: &str,
 ) -> std::path::PathBuf {
-    out.join(model).join(domain.as_str()).join(stage)
+    RunLayout::new(out).stage(model, domain, stage)
 }
 
 /// What the stages of one cell hand each other.

@@ -182,7 +182,7 @@ fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         let mut paths = Vec::new();
         tree(rest, &mut pos, Vec::new(), &mut paths);
         for path in paths {
-            if modules.contains_key(&path[..1].to_vec()) && path.len() > 1 {
+            if modules.contains_key(&path[..1]) && path.len() > 1 {
                 reexports.insert(
                     path.last().unwrap().clone(),
                     path[..path.len() - 1].to_vec(),
@@ -193,7 +193,7 @@ fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     // The longest module file a path names.
     let resolve = |path: &[String]| -> Vec<String> {
         let path = match path.first().and_then(|first| reexports.get(first)) {
-            Some(module) if !modules.contains_key(&path[..1].to_vec()) => module.clone(),
+            Some(module) if !modules.contains_key(&path[..1]) => module.clone(),
             _ => path.to_vec(),
         };
         (0..=path.len())
@@ -206,11 +206,8 @@ fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     for (module, file) in &modules {
         let text = std::fs::read_to_string(file).unwrap();
         let code = code_of(&text);
-        let is_dir_module = file.ends_with("mod.rs");
-        let parent: Vec<String> = match is_dir_module {
-            true => module[..module.len().saturating_sub(1)].to_vec(),
-            false => module[..module.len().saturating_sub(1)].to_vec(),
-        };
+        // `a/b.rs` and `a/b/mod.rs` are both module `a::b`, whose `super` is `a`.
+        let parent: Vec<String> = module[..module.len().saturating_sub(1)].to_vec();
         let own = module.join("::");
         let edges = graph.entry(own.clone()).or_default();
         let mut targets: Vec<Vec<String>> = paths_after(&code, "crate::")
