@@ -171,6 +171,7 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// The provenance of activations of `model` on `data`.
     pub fn of(model: &LoadedModel, data: &Dataset) -> Self {
         Provenance {
             model_sha256: model.lm.sha256().to_string(),

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// A run's config (`config.toml` of the run folder; docs/run-config.md): the models, the
+/// domains, the splits and what each stage does. Same config, same bytes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunConfig {
@@ -23,9 +25,11 @@ pub struct RunConfig {
     pub seed: u64,
     /// Registry names (`smollm2-135m-instruct`, `gemma-3-270m`) or paths to GGUF files.
     pub models: Vec<String>,
+    /// The domains studied.
     pub domains: Vec<Domain>,
     /// Optional data folder laid out like the repo's `data/` (default: bundled data).
     pub data: Option<String>,
+    /// The shares of the exclusive splits.
     pub splits: SplitShares,
     /// At most this many held-out True test statements per domain (None = all). `--quick`
     /// subsamples; the paper uses all.
@@ -33,9 +37,13 @@ pub struct RunConfig {
     /// At most this many training statements per domain, a seeded sample stratified by kind
     /// (None = the whole training split, as the paper). `--quick` subsamples.
     pub train_limit: Option<usize>,
+    /// `[representational]`: probes on hidden states.
     pub representational: Representational,
+    /// `[behavioral]`: belief-context prompts.
     pub behavioral: Behavioral,
+    /// `[familiarity]`: object-token probabilities and distances.
     pub familiarity: Familiarity,
+    /// `[clustering]`: the retraction clustering.
     pub clustering: Clustering,
     /// Conditions added to Table 2's six, in the same form as the built-in ones.
     pub condition: Vec<Condition>,
@@ -56,16 +64,21 @@ pub struct RunConfig {
     pub precision: pstat_lm::Precision,
 }
 
+/// `[splits]`: the shares of each domain's exclusive splits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SplitShares {
+    /// Share of each domain's statements held out for testing.
     pub test: f64,
+    /// Share kept for calibration (the rest trains).
     pub calibration: f64,
 }
 
+/// `[representational]`: the probes, their layers and parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Representational {
+    /// Whether the stage runs.
     pub enabled: bool,
     /// `sawmil` and/or `mass_mean`.
     pub probes: Vec<Probe>,
@@ -154,9 +167,11 @@ impl Representational {
     }
 }
 
+/// `[behavioral]`: context sizes, baselines, formats, draws and the scoring backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Behavioral {
+    /// Whether the stage runs.
     pub enabled: bool,
     /// Context sizes; the paper's main result uses 100, Appendix G adds 20 and 50.
     pub k: Vec<usize>,
@@ -254,9 +269,11 @@ fn is_default_concurrency(concurrency: &usize) -> bool {
     *concurrency == ServerConfig::default().concurrency
 }
 
+/// `[familiarity]`: the samples of the familiarity analyses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Familiarity {
+    /// Whether the stage runs.
     pub enabled: bool,
     /// Pairs sampled per kind for the within-group distance (Fig. 2d).
     pub distance_pairs: usize,
@@ -265,9 +282,11 @@ pub struct Familiarity {
     pub statements_per_kind: usize,
 }
 
+/// `[clustering]`: the retraction clustering and its labeler.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Clustering {
+    /// Whether the stage runs.
     pub enabled: bool,
     /// OpenAI-compatible chat endpoint that names the clusters (optional).
     pub labeler: Option<String>,
@@ -285,6 +304,7 @@ pub enum Formats {
     /// prompted plain there instead, since nothing can be retracted from an empty belief set
     /// (SmolLM2-135M answers "c" to every chat-formatted baseline question).
     Auto,
+    /// These formats, the main one first (less chat for a model without a chat template).
     Listed(Vec<PromptFormat>),
 }
 
@@ -484,6 +504,7 @@ impl Default for Clustering {
 }
 
 impl RunConfig {
+    /// The config in the TOML file `path`, with errors naming the file.
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -665,6 +686,7 @@ impl RunConfig {
         Ok(set)
     }
 
+    /// The split settings of the data crate.
     pub fn split_config(&self) -> SplitConfig {
         SplitConfig {
             seed: self.seed,

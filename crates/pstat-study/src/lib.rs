@@ -6,6 +6,8 @@
 //! retractions) passes in memory, and a resumed run reads it back through the same typed code.
 //! [`execute_scoped`] runs one shard of a run, and [`merge`] assembles what shards computed.
 
+#![warn(missing_docs)]
+
 pub mod activations;
 pub mod behavioral;
 pub mod clustering;

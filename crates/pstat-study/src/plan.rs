@@ -28,10 +28,14 @@ struct UnitJson<'a> {
     estimate_s: Option<f64>,
 }
 
+/// Every unit of a run, in computing order, with what the run folder already holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// The units, as the stages describe them.
     pub units: Vec<PlannedUnit>,
+    /// Models in the config.
     pub models: usize,
+    /// Domains in the config.
     pub domains: usize,
     /// Where the estimates come from, one phrase per model.
     pub cost_sources: Vec<String>,
@@ -82,6 +86,7 @@ impl Plan {
         }
     }
 
+    /// The units the run folder does not hold yet.
     pub fn pending(&self) -> impl Iterator<Item = &PlannedUnit> {
         self.units.iter().filter(|u| !u.done)
     }

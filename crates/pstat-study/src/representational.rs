@@ -167,45 +167,14 @@ impl Stage for Representational {
                             study, model, *domain, &layers, progress,
                         )?;
                     }
-                    progress.unit(&UnitKey {
-                        probe: Some(probe),
-                        layer_offset: Some(offset),
-                        ..UnitKey::new(&model.name, *domain, UnitKind::Probe)
-                    });
-                    let unit = probe_unit(
-                        study,
-                        &model.name,
-                        *domain,
-                        (probe, layer, layer == choice.veracity_layer),
+                    store_probe_unit(
+                        cell,
+                        (probe, offset, layer),
+                        layer == choice.veracity_layer,
                         &activations[&layer],
                         &unit_dir,
                         progress,
-                    )?;
-                    let path = ProbeUnit::path(&unit_dir);
-                    write_manifest(
-                        &study
-                            .manifest(format!("{probe} layer {layer} {domain}"), *domain)
-                            .with_model(model.lm.sha256(), &model.lm.kernel_isa()),
-                        &path,
-                    )?;
-                    // The record, written last, vouches for what the unit wrote before it.
-                    let mut files = vec![
-                        pstat_data::artifact::Manifest::path_for(&path),
-                        unit_dir.join("probe.json"),
-                    ];
-                    files.extend(
-                        ["failures.json"]
-                            .map(|f| unit_dir.join(f))
-                            .into_iter()
-                            .filter(|f| f.exists()),
-                    );
-                    files.extend(
-                        unit.judgments
-                            .keys()
-                            .map(|c| unit_dir.join(format!("{c}.probe.safetensors"))),
-                    );
-                    write_record_vouching(&path, &unit, &files)?;
-                    unit
+                    )?
                 }
             };
             if !scope.assembles() {
@@ -229,6 +198,62 @@ impl Stage for Representational {
         tables.layers.push(choice);
         Ok(())
     }
+}
+
+/// Computes the probe unit of (`probe`, `offset`) at `layer` into `unit_dir` and stores it:
+/// the probes and the judgments first, then the record that vouches for them.
+fn store_probe_unit(
+    cell: &Cell,
+    (probe, offset, layer): (Probe, i64, usize),
+    controls: bool,
+    acts: &Activations,
+    unit_dir: &Path,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<ProbeUnit> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
+    progress.unit(&UnitKey {
+        probe: Some(probe),
+        layer_offset: Some(offset),
+        ..UnitKey::new(&model.name, *domain, UnitKind::Probe)
+    });
+    let unit = probe_unit(
+        study,
+        &model.name,
+        *domain,
+        (probe, layer, controls),
+        acts,
+        unit_dir,
+        progress,
+    )?;
+    let path = ProbeUnit::path(unit_dir);
+    write_manifest(
+        &study
+            .manifest(format!("{probe} layer {layer} {domain}"), *domain)
+            .with_model(model.lm.sha256(), &model.lm.kernel_isa()),
+        &path,
+    )?;
+    // The record, written last, vouches for what the unit wrote before it.
+    let mut files = vec![
+        pstat_data::artifact::Manifest::path_for(&path),
+        unit_dir.join("probe.json"),
+    ];
+    files.extend(
+        ["failures.json"]
+            .map(|f| unit_dir.join(f))
+            .into_iter()
+            .filter(|f| f.exists()),
+    );
+    files.extend(
+        unit.judgments
+            .keys()
+            .map(|c| unit_dir.join(format!("{c}.probe.safetensors"))),
+    );
+    write_record_vouching(&path, &unit, &files)?;
+    Ok(unit)
 }
 
 /// `<cell>/representational/<probe>/layer_<l>`: where one probe unit is stored.

@@ -20,7 +20,9 @@ use std::str::FromStr;
 /// `JOB_COMPLETION_INDEX` count): `--shard 0/3`, `1/3`, `2/3`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
+    /// This shard's number, from 0.
     pub index: u32,
+    /// How many shards share the run.
     pub count: u32,
 }
 
@@ -65,11 +67,14 @@ impl Shard {
 /// What this process computes (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
+    /// Every missing unit, then the tables and the report.
     All,
+    /// This shard's missing units only.
     Shard(Shard),
-    /// Assemble only; `shards` is the N of the shard runs found in the folder, if any, to
-    /// name the shard of a missing unit.
+    /// Assemble only.
     Merge {
+        /// The N of the shard runs found in the folder, if any, to name the shard of a
+        /// missing unit.
         shards: Option<u32>,
     },
 }

@@ -20,8 +20,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// One (model, domain) of a run.
 pub struct Cell<'a> {
+    /// The run.
     pub study: &'a Study,
+    /// The model, loaded.
     pub model: &'a LoadedModel,
+    /// The domain.
     pub domain: Domain,
 }
 
@@ -49,6 +52,7 @@ pub struct Handoff {
     pub layer: Option<LayerChoice>,
     /// Activations of the probed statements at the veracity layer, as the cache returns them.
     pub activations: Option<Activations>,
+    /// What the main configurations retracted, for the clustering.
     pub retractions: Retractions,
 }
 
@@ -58,7 +62,9 @@ pub struct Handoff {
 /// layer and the prompt at the main K, empty baseline and main format add to it.
 #[derive(Debug, Default)]
 pub struct Retractions {
+    /// Per statement id: the `instantiation:condition` labels that retract it.
     pub types: BTreeMap<String, BTreeSet<String>>,
+    /// Statements some instantiation believed at baseline.
     pub believed_at_baseline: BTreeSet<String>,
 }
 
@@ -82,6 +88,7 @@ impl Retractions {
             && Some(&format) == formats.first()
     }
 
+    /// Adds the statements `perturbed` retracts from `baseline` under `condition`.
     pub fn add(
         &mut self,
         instantiation: pstat_tables::Instantiation,
@@ -170,24 +177,34 @@ pub trait Stage: Sync {
 /// The tables at the top of the run folder, rebuilt from the units' results.
 #[derive(Default)]
 pub struct Tables {
+    /// `stability.csv`.
     pub stability: Vec<StabilityRow>,
     /// Paired tests of the compared conditions, before Holm's correction within families.
     pub comparisons: Vec<ComparisonRow>,
+    /// `layers.json`.
     pub layers: Vec<LayerChoice>,
     /// Per probe unit, Θ and kind: training bags seen and relabelled relative to Θ0.
     pub relabelled: Vec<RelabelledRow>,
+    /// `familiarity.csv`.
     pub familiarity: Vec<FamiliarityRow>,
+    /// `distances.csv`.
     pub distances: Vec<DistanceRow>,
+    /// `answers.csv`.
     pub answers: Vec<AnswerRow>,
+    /// `resamples.csv`.
     pub resamples: Vec<ResampleRow>,
+    /// `clusters.csv`.
     pub clusters: Vec<ClusterRow>,
+    /// `themes.csv`.
     pub themes: Vec<ThemeRow>,
+    /// The labelled clusters the theme table is built from (`themes.json`).
     pub labeled: Vec<pstat_contrast::themes::LabeledCluster>,
     /// The prompt formats chosen per (model, domain).
     pub formats: Vec<FormatDecision>,
 }
 
 impl Tables {
+    /// Writes every table, `decisions.json` and their manifests into the run folder.
     pub fn write(&self, study: &Study, progress: &mut dyn Progress) -> anyhow::Result<()> {
         let out = &study.out;
         write_table(out, &self.stability)?;

@@ -66,19 +66,25 @@ impl UnitKind {
 /// the behavioral stage announces a whole (format, baseline) study that way.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct UnitKey {
+    /// The model's name in the run folder.
     pub model: String,
+    /// The domain.
     pub domain: Domain,
+    /// What the unit computes.
     pub kind: UnitKind,
+    /// The probe of a probe unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<Probe>,
     /// Offset from the veracity layer (known before the layer is chosen).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer_offset: Option<i64>,
+    /// The prompt format of a behavioral unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<PromptFormat>,
     /// Context size; `None` for the empty-context baseline, which every K shares.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k: Option<usize>,
+    /// The baseline of a behavioral baseline unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
     /// Θ: the condition's name.
@@ -90,6 +96,7 @@ pub struct UnitKey {
 }
 
 impl UnitKey {
+    /// The key of `kind` for (model, domain), with no other field set.
     pub fn new(model: &str, domain: Domain, kind: UnitKind) -> Self {
         UnitKey {
             model: model.to_string(),
@@ -247,11 +254,19 @@ pub enum Work {
     /// Statements fed through the model.
     Statements(usize),
     /// Held-out statements judged after a context of `k` statements.
-    Prompts { statements: usize, k: usize },
+    Prompts {
+        /// Held-out statements judged.
+        statements: usize,
+        /// The context size.
+        k: usize,
+    },
     /// Probe fits (one per Θ) on `bags` training bags; `search`: sAwMIL's C is chosen by CV.
     Fits {
+        /// Fits, one per Θ.
         fits: usize,
+        /// Training bags.
         bags: usize,
+        /// Whether sAwMIL's C is searched first.
         search: bool,
     },
     /// One clustering grid.
