@@ -1012,9 +1012,9 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
 }
 
 /// `<cell>/representational/layers.json`: the cell's veracity-layer choice and its curve, a
-/// hash-checked record like a unit's ([`write_record`]): every later stage and every resumed
+/// hash-checked record like a unit's (`write_record`): every later stage and every resumed
 /// run reads the layer from it, so a garbled digit would move every probe to another layer.
-/// A damaged one is moved aside and the choice recomputed ([`read_record`]).
+/// A damaged one is moved aside and the choice recomputed (`read_record`).
 pub fn layers_path(representational: &Path) -> PathBuf {
     representational.join("layers.json")
 }
@@ -1037,7 +1037,7 @@ fn activation_budget() -> usize {
 /// layer with l±2 neighbours a baseline sAwMIL probe (Θ0's labels, all tokens, C = 1) is fit on
 /// `train` and scores the calibration split (bag score = max over tokens), giving the average
 /// precision of True against Not True. Upstream takes the layer of the best AP; pstat takes the
-/// lowest layer whose window l−2..l+2 has a mean AP within [`SELECTION_TOLERANCE`] of the best,
+/// lowest layer whose window l−2..l+2 has a mean AP within `SELECTION_TOLERANCE` of the best,
 /// because P-StaT reads that whole window (Appendix F) and because a single layer's AP moves
 /// with the training sample by more than the gaps between neighbouring layers. The curve is
 /// recorded.
