@@ -70,11 +70,6 @@ impl Matrix {
     pub fn to_f32(&self) -> Vec<f32> {
         self.data.iter().map(|&v| v as f32).collect()
     }
-
-    /// Rows as owned vectors (for JSON output of embeddings).
-    pub fn to_rows(&self) -> Vec<Vec<f64>> {
-        (0..self.rows).map(|i| self.row(i).to_vec()).collect()
-    }
 }
 
 pub fn squared_euclidean(a: &[f64], b: &[f64]) -> f64 {

@@ -78,6 +78,17 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The six kinds that have text (every kind but [`Kind::Noise`]), in Table 1's order.
+    pub const TEXTUAL: [Kind; 6] = [
+        Kind::True,
+        Kind::False,
+        Kind::FictionalT,
+        Kind::FictionalF,
+        Kind::SyntheticTf,
+        Kind::SyntheticFi,
+    ];
+
+    /// Every kind, [`Kind::TEXTUAL`] then [`Kind::Noise`].
     pub const ALL: [Kind; 7] = [
         Kind::True,
         Kind::False,
@@ -113,6 +124,11 @@ impl Kind {
         }
     }
 
+    /// Fictional (T) or Fictional (F).
+    pub fn is_fictional(self) -> bool {
+        matches!(self, Kind::FictionalT | Kind::FictionalF)
+    }
+
     /// Ground-truth label: true = correct ∧ real, false = ¬correct ∧ real, neither = ¬real.
     pub fn label(self) -> Label {
         match self {
@@ -120,14 +136,6 @@ impl Kind {
             Kind::False => Label::False,
             _ => Label::Neither,
         }
-    }
-
-    pub fn is_fictional(self) -> bool {
-        matches!(self, Kind::FictionalT | Kind::FictionalF)
-    }
-
-    pub fn is_synthetic(self) -> bool {
-        matches!(self, Kind::SyntheticTf | Kind::SyntheticFi)
     }
 }
 

@@ -49,14 +49,7 @@ pub fn table1(datasets: &[Dataset]) -> Table1 {
 
 /// Plain-text rendering for the terminal.
 pub fn render_table1(table: &Table1) -> String {
-    let kinds = [
-        Kind::True,
-        Kind::False,
-        Kind::FictionalT,
-        Kind::FictionalF,
-        Kind::SyntheticTf,
-        Kind::SyntheticFi,
-    ];
+    let kinds = Kind::TEXTUAL;
     let mut out = format!("{:<20}", "domain");
     for k in kinds {
         out.push_str(&format!("{:>16}", k.title()));

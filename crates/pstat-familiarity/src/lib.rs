@@ -5,6 +5,8 @@
 //! - [`object_tokens`]: Fam(s), the mean object-token probability (Fig. 2 e, Tables A6–A8);
 //! - [`summary`]: per-kind means with bootstrap intervals, as written to CSV.
 
+#![warn(missing_docs)]
+
 pub mod bigram;
 pub mod distance;
 pub mod object_tokens;

@@ -3,7 +3,13 @@
 //! is, instead of the machine swapping or the process being killed half-way through a load.
 
 use crate::gguf::{GgufFile, ModelConfig};
-use crate::runtime::{ROWS_PER_BATCH, ROWS_PER_HEAD};
+
+// The runtime's batch sizes live here, with the estimate of the memory they take.
+/// Rows (tokens) per forward pass. Large enough to keep gemm efficient, small enough that a
+/// batch's activations stay in the tens of megabytes.
+pub(crate) const ROWS_PER_BATCH: usize = 2048;
+/// Rows per LM-head product: Gemma 3's head is 262k wide, 1 MiB of logits per row.
+pub(crate) const ROWS_PER_HEAD: usize = 64;
 
 /// Bytes a loaded model needs, by what needs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

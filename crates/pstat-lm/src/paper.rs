@@ -61,8 +61,23 @@ impl PaperModel {
 
     /// Family as the paper groups models.
     pub fn family(&self) -> &'static str {
-        crate::registry::family_of(self.repo)
+        family_of(self.repo)
     }
+}
+
+/// Family of a model from its name.
+pub fn family_of(name: &str) -> &'static str {
+    let lower = name.to_lowercase();
+    [
+        ("smollm", "SmolLM"),
+        ("gemma", "Gemma"),
+        ("mistral", "Mistral"),
+        ("qwen", "Qwen"),
+        ("llama", "Llama"),
+    ]
+    .into_iter()
+    .find(|(key, _)| lower.contains(key))
+    .map_or("other", |(_, family)| family)
 }
 
 macro_rules! paper_model {

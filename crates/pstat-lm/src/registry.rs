@@ -873,21 +873,6 @@ impl ModelInfo {
     }
 }
 
-/// Family of a model from its name.
-pub fn family_of(name: &str) -> &'static str {
-    let lower = name.to_lowercase();
-    [
-        ("smollm", "SmolLM"),
-        ("gemma", "Gemma"),
-        ("mistral", "Mistral"),
-        ("qwen", "Qwen"),
-        ("llama", "Llama"),
-    ]
-    .into_iter()
-    .find(|(key, _)| lower.contains(key))
-    .map_or("other", |(_, family)| family)
-}
-
 /// The registry models (with where the cache holds them) and the paper's Table A3 models.
 pub fn catalog(cache: &Cache) -> Vec<ModelInfo> {
     let mut out: Vec<ModelInfo> = MODELS
@@ -982,7 +967,7 @@ pub fn describe(name: &str, source: &ModelSource) -> Result<ModelInfo, crate::Lm
     let (paper_layers, pstat_layers, layer_windows) = paper_columns(paper);
     let family = paper.map_or_else(
         || {
-            family_of(&format!(
+            crate::paper::family_of(&format!(
                 "{} {}",
                 own_name.as_deref().unwrap_or(""),
                 path.display()

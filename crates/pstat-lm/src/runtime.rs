@@ -4,17 +4,11 @@
 
 use crate::gguf::{GgufFile, ModelConfig};
 use crate::hf::{self, HfError, HfFolder};
-use crate::memory::{self, MemoryEstimate};
+use crate::memory::{self, MemoryEstimate, ROWS_PER_BATCH, ROWS_PER_HEAD};
 use crate::model::q8::{self, Precision};
 use crate::model::{FinalRows, ForwardPlan, Model, ModelError, PrefixCache};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-
-/// Rows (tokens) per forward pass. Large enough to keep gemm efficient, small enough that a
-/// batch's activations stay in the tens of megabytes.
-pub(crate) const ROWS_PER_BATCH: usize = 2048;
-/// Rows per LM-head product: Gemma 3's head is 262k wide, 1 MiB of logits per row.
-pub(crate) const ROWS_PER_HEAD: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LmError {

@@ -4,6 +4,9 @@
 use crate::error::{Result, invalid};
 use pstat_data::activations::Activations;
 
+/// The upstream convention: the last two tokens of a bag are its known positives.
+pub const KNOWN_POSITIVES: usize = 2;
+
 /// The checks of [`Bags::new`] on borrowed rows, for callers that score bags in place
 /// without copying them into a [`Bags`].
 pub fn check_layout(dim: usize, values: &[f32], offsets: &[usize]) -> Result<()> {

@@ -20,14 +20,14 @@ pub mod perturbation;
 pub mod probe;
 pub mod qp;
 pub mod sawmil;
-pub mod search;
+pub use sawmil::search;
 pub mod standardize;
 
-pub use bags::{Bags, TrainingSet};
+pub use bags::{Bags, KNOWN_POSITIVES, TrainingSet};
 pub use error::{ProbeError, Result};
 pub use massmean::MassMeanParams;
 pub use metrics::{auc, average_precision};
 pub use noise::{gaussian_noise_bags, noise_count};
 pub use probe::{ProbeKind, ProbeParams, TrainedProbe};
-pub use sawmil::{KNOWN_POSITIVES, SawMilParams, SawMilReport};
+pub use sawmil::{SawMilParams, SawMilReport};
 pub use standardize::Standardizer;

@@ -7,8 +7,7 @@
 //! | `y`           | I8      | [bags]           | ±1 bag labels (needed to fit)                  |
 //! | `intra`       | U8      | [instances]      | 1 = known positive instance (optional: default the last 2 of each bag) |
 
-use crate::bags::{Bags, TrainingSet};
-use crate::sawmil::KNOWN_POSITIVES;
+use crate::bags::{Bags, KNOWN_POSITIVES, TrainingSet};
 use pstat_data::activations::f16_bits_to_f32;
 use pstat_data::error::Malformed;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};

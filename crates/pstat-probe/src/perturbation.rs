@@ -7,11 +7,11 @@
 //! sequences (Appendix B.1.4) of which the training split's share is used for training (the
 //! other noise sequences would only sit in calibration/test, which P-StaT never scores).
 
+use crate::bags::KNOWN_POSITIVES;
 use crate::bags::{Bags, TrainingSet};
 use crate::error::{Result, invalid};
 use crate::noise::{gaussian_noise_bags, noise_count};
 use crate::probe::{ProbeParams, TrainedProbe};
-use crate::sawmil::KNOWN_POSITIVES;
 use pstat_data::activations::Activations;
 use pstat_data::{Condition, Dataset, Kind, SplitAssignment};
 use rand::SeedableRng;

@@ -9,13 +9,13 @@ use crate::error::{ProbeError, Result, invalid};
 use crate::linalg::{dot, norm};
 use crate::probe::{ProbeKind, ProbeParams, TrainedProbe};
 use crate::qp::{DualProblem, DualSolution, Tolerance, solve};
-use crate::search::{one_se_choice, search_c};
 use crate::standardize::Standardizer;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use search::{one_se_choice, search_c};
 
-/// The upstream convention: the last two tokens of a bag are its known positives.
-pub const KNOWN_POSITIVES: usize = 2;
+pub mod search;
+
 /// Support vectors are α above this (misvm's `sv_cutoff`).
 const SV_CUTOFF: f64 = 1e-7;
 /// If fewer than this fraction of positive-bag instances are selected, ignore the mask.
@@ -102,7 +102,7 @@ pub struct SawMilReport {
     /// Stage-2 labels of the positive bags' (capped) instances, in bag order: true = +1.
     pub selected: Vec<bool>,
     /// The C search, when C was not fixed.
-    pub search: Option<crate::search::CSearch>,
+    pub search: Option<search::CSearch>,
 }
 
 impl SawMilParams {

@@ -15,6 +15,7 @@
 pub mod context;
 pub mod embedded;
 pub mod error;
+pub mod progress;
 pub mod record;
 pub mod scoring;
 pub mod server;
@@ -27,9 +28,9 @@ mod testdata;
 
 pub use context::{Baseline, BeliefContext, ContextSpec, Draw, TrainingPool};
 pub use error::PromptError;
+pub use progress::{Progress, Silent};
 pub use record::Judgment;
 pub use scoring::{Answer, EncodedPrompts, OptionProbs, OptionScorer, OptionTokens, PromptCodec};
-pub use study::{
-    Progress, Silent, StudySpec, Summary, UnitResult, run_selected_units, run_units, summarize,
-};
+pub use study::{StudySpec, UnitResult, run_selected_units, run_units};
+pub use tables::{Summary, summarize};
 pub use template::{PromptFormat, Protocol};

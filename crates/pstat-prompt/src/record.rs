@@ -11,8 +11,8 @@
 
 use crate::context::BeliefContext;
 use crate::error::PromptError;
+use crate::progress::Progress;
 use crate::scoring::{Answer, OptionProbs};
-use crate::study::Progress;
 use crate::template::{PromptFormat, Protocol};
 use pstat_data::artifact::{move_aside, sha256_hex, write_atomic, write_json_atomic};
 use serde::{Deserialize, Serialize};
@@ -321,7 +321,7 @@ pub fn ids_sha256(ids: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::study::Silent;
+    use crate::progress::Silent;
 
     fn meta(n: usize) -> UnitMeta {
         UnitMeta {

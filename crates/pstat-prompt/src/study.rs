@@ -3,13 +3,12 @@
 
 use crate::context::{Baseline, BeliefContext, ContextSpec, Draw, TrainingPool};
 use crate::error::PromptError;
+use crate::progress::Progress;
 use crate::record::{Judgment, UnitFiles, UnitMeta, ids_sha256};
 use crate::scoring::{EncodedPrompts, OptionScorer, PromptCodec, render_as};
-use crate::tables::{AnswerRow, ResampleRow, answer_row, resample_rows};
 use crate::template::PromptFormat;
 use pstat_data::{Condition, ConditionSet, Domain, Statement};
-use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
-use pstat_tables::{Instantiation, Probe};
+use pstat_stability::Judgments;
 use std::path::PathBuf;
 
 /// Statements scored between checkpoints of a unit ([`crate::record`]): the embedded runtime's
@@ -35,27 +34,6 @@ pub struct StudySpec {
     pub dir: PathBuf,
 }
 
-/// Progress of the units of a study (the CLI draws bars; tests ignore it).
-pub trait Progress {
-    fn start(&mut self, unit: &str, n: usize);
-    fn advance(&mut self, n: usize);
-    fn finish(&mut self, resumed: bool);
-    /// Something went wrong and was recovered from (a damaged unit recomputed); the user
-    /// should read it. Printed on stderr unless the caller shows it its own way.
-    fn warning(&mut self, message: &str) {
-        eprintln!("warning: {message}");
-    }
-}
-
-/// A [`Progress`] that reports nothing.
-pub struct Silent;
-
-impl Progress for Silent {
-    fn start(&mut self, _: &str, _: usize) {}
-    fn advance(&mut self, _: usize) {}
-    fn finish(&mut self, _: bool) {}
-}
-
 /// The judgments of one unit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitResult {
@@ -66,20 +44,12 @@ pub struct UnitResult {
 }
 
 impl UnitResult {
-    fn beliefs(&self) -> Judgments {
+    pub(crate) fn beliefs(&self) -> Judgments {
         self.judgments
             .iter()
             .map(|j| (j.id.clone(), j.judged_true))
             .collect()
     }
-}
-
-/// Everything a study writes into the shared tables.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Summary {
-    pub stability: Vec<StabilityRow>,
-    pub answers: Vec<AnswerRow>,
-    pub resamples: Vec<ResampleRow>,
 }
 
 impl StudySpec {
@@ -267,60 +237,14 @@ pub fn run_selected_units(
     Ok(results)
 }
 
-/// Stability rows (every perturbed unit against the baseline), answer counts per unit, and the
-/// spread of ρ_R over draws.
-pub fn summarize(
-    spec: &StudySpec,
-    units: &[UnitResult],
-    bootstrap: Bootstrap,
-) -> Result<Summary, PromptError> {
-    let (base, rest) = units
-        .split_first()
-        .ok_or_else(|| PromptError::NoTestStatements {
-            domain: spec.domain.to_string(),
-        })?;
-    let held_out: Vec<String> = base.judgments.iter().map(|j| j.id.clone()).collect();
-    let baseline = base.beliefs();
-    let mut stability = Vec::new();
-    for unit in rest {
-        let cmp = compare(&held_out, &baseline, &unit.beliefs())?;
-        let key = RowKey {
-            model: spec.model.clone(),
-            domain: spec.domain.to_string(),
-            instantiation: Instantiation::Behavioral,
-            probe: Probe::Prompt,
-            k: Some(spec.context.k),
-            baseline: Some(spec.context.baseline),
-            format: Some(spec.format),
-            layer: None,
-            condition: unit.condition.clone(),
-            resample: unit.draw.resample_column(),
-        };
-        let size = unit.context.ids.len();
-        stability.push(StabilityRow {
-            context_size: Some(size),
-            short_context: Some(size < spec.context.k),
-            ..stability_row(key, &cmp, bootstrap)
-        });
-    }
-    let answers = units
-        .iter()
-        .enumerate()
-        .map(|(i, u)| answer_row(spec, u, i == 0))
-        .collect();
-    let resamples = resample_rows(spec, units, &stability);
-    Ok(Summary {
-        stability,
-        answers,
-        resamples,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::progress::Silent;
+    use crate::tables::summarize;
     use crate::testdata::{CharCodec, FakeScorer, datasets_and_splits};
     use pstat_data::Kind;
+    use pstat_stability::Bootstrap;
 
     fn spec(dir: &std::path::Path, resamples: usize) -> StudySpec {
         StudySpec {

@@ -3,10 +3,69 @@
 //! `stability.csv`, so studies of other models, domains, formats and K add rows.
 
 use crate::context::Draw;
+use crate::error::PromptError;
 use crate::scoring::Answer;
 use crate::study::{StudySpec, UnitResult};
-use pstat_stability::{MIN_BASELINE_TRUE, StabilityRow};
+use pstat_stability::{Bootstrap, MIN_BASELINE_TRUE, RowKey, StabilityRow, compare, stability_row};
 pub use pstat_tables::{AnswerRow, ResampleRow};
+use pstat_tables::{Instantiation, Probe};
+
+/// Everything a study writes into the shared tables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub stability: Vec<StabilityRow>,
+    pub answers: Vec<AnswerRow>,
+    pub resamples: Vec<ResampleRow>,
+}
+
+/// Stability rows (every perturbed unit against the baseline), answer counts per unit, and the
+/// spread of ρ_R over draws.
+pub fn summarize(
+    spec: &StudySpec,
+    units: &[UnitResult],
+    bootstrap: Bootstrap,
+) -> Result<Summary, PromptError> {
+    let (base, rest) = units
+        .split_first()
+        .ok_or_else(|| PromptError::NoTestStatements {
+            domain: spec.domain.to_string(),
+        })?;
+    let held_out: Vec<String> = base.judgments.iter().map(|j| j.id.clone()).collect();
+    let baseline = base.beliefs();
+    let mut stability = Vec::new();
+    for unit in rest {
+        let cmp = compare(&held_out, &baseline, &unit.beliefs())?;
+        let key = RowKey {
+            model: spec.model.clone(),
+            domain: spec.domain.to_string(),
+            instantiation: Instantiation::Behavioral,
+            probe: Probe::Prompt,
+            k: Some(spec.context.k),
+            baseline: Some(spec.context.baseline),
+            format: Some(spec.format),
+            layer: None,
+            condition: unit.condition.clone(),
+            resample: unit.draw.resample_column(),
+        };
+        let size = unit.context.ids.len();
+        stability.push(StabilityRow {
+            context_size: Some(size),
+            short_context: Some(size < spec.context.k),
+            ..stability_row(key, &cmp, bootstrap)
+        });
+    }
+    let answers = units
+        .iter()
+        .enumerate()
+        .map(|(i, u)| answer_row(spec, u, i == 0))
+        .collect();
+    let resamples = resample_rows(spec, units, &stability);
+    Ok(Summary {
+        stability,
+        answers,
+        resamples,
+    })
+}
 
 /// The answer distribution of one unit over the held-out True statements. `is_baseline`: this
 /// unit is Θ0, whose True judgments form B_true.

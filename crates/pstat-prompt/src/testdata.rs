@@ -20,14 +20,7 @@ pub fn statement(domain: Domain, kind: Kind, i: usize) -> Statement {
 /// Ten statements of each non-noise kind per domain; of each kind, indices 0, 4, 8 are test,
 /// 1, 5, 9 calibration and the rest (four) training.
 pub fn datasets_and_splits() -> (Vec<Dataset>, Vec<SplitAssignment>) {
-    let kinds = [
-        Kind::True,
-        Kind::False,
-        Kind::FictionalT,
-        Kind::FictionalF,
-        Kind::SyntheticTf,
-        Kind::SyntheticFi,
-    ];
+    let kinds = Kind::TEXTUAL;
     let mut data = Vec::new();
     let mut splits = Vec::new();
     for domain in Domain::ALL {

@@ -144,7 +144,27 @@ pub fn limits(data: &RunData, layers: &VeracityLayers, titles: &ConditionTitles)
     let degenerate = degenerate_judges(data.answers.as_deref().unwrap_or_default(), titles);
     lines.extend(degenerate.lines.iter().cloned());
     let mut nothing: Vec<String> = Vec::new();
-    // The representational noise floor against every Θ.
+    noise_floor_limits(data, layers, titles, &mut lines, &mut nothing);
+    resampling_limits(data, &degenerate, &mut lines, &mut nothing);
+    if nothing.is_empty() {
+        nothing.push("Every cell has at least one perturbation beyond its noise floor and a judge that answers more than one way.".into());
+    }
+    lines.extend(nothing);
+    Finding {
+        heading: "What this run can and cannot show".into(),
+        lines,
+    }
+}
+
+/// Per representational cell: its noise floor against every Θ (`lines`), and the cells where
+/// no Θ exceeds it (`nothing`).
+fn noise_floor_limits(
+    data: &RunData,
+    layers: &VeracityLayers,
+    titles: &ConditionTitles,
+    lines: &mut Vec<String>,
+    nothing: &mut Vec<String>,
+) {
     let floors = floors(data, layers);
     let main_rows = |model: &str, domain: &str, probe: Probe| -> Vec<&StabilityRow> {
         data.stability
@@ -216,7 +236,16 @@ pub fn limits(data: &RunData, layers: &VeracityLayers, titles: &ConditionTitles)
             ));
         }
     }
-    // The behavioral resampling spread of the main selection.
+}
+
+/// Per behavioral cell of the main selection: how far ρ_R moves over context draws
+/// (`lines`), and the cells whose judge or baseline leaves nothing to conclude (`nothing`).
+fn resampling_limits(
+    data: &RunData,
+    degenerate: &Degenerate,
+    lines: &mut Vec<String>,
+    nothing: &mut Vec<String>,
+) {
     let behavioral = behavioral_main(data);
     let resamples = data.resamples.as_deref().unwrap_or_default();
     let mut spread: BTreeMap<(&str, &str), Vec<&ResampleRow>> = BTreeMap::new();
@@ -274,14 +303,6 @@ pub fn limits(data: &RunData, layers: &VeracityLayers, titles: &ConditionTitles)
                 "{cell}: nothing can be concluded — its baseline believes too few held-out True statements."
             ));
         }
-    }
-    if nothing.is_empty() {
-        nothing.push("Every cell has at least one perturbation beyond its noise floor and a judge that answers more than one way.".into());
-    }
-    lines.extend(nothing);
-    Finding {
-        heading: "What this run can and cannot show".into(),
-        lines,
     }
 }
 

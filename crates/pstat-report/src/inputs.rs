@@ -3,7 +3,6 @@
 //! sections that need it (with a note), so a partial run still gets a report.
 
 use crate::error::ReportError;
-use crate::tables::KindCell;
 use pstat_tables::TableError;
 pub use pstat_tables::{
     AcrossModelPairRow, AcrossModelRow, AnswerRow, BigramDistanceRow, BigramRankRow, ClusterRow,
@@ -13,30 +12,6 @@ pub use pstat_tables::{
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
-
-/// A (model, domain, kind) value with its interval, from `familiarity.csv` (Tables A6–A8).
-pub fn familiarity_cell(r: &FamiliarityRow) -> KindCell<'_> {
-    KindCell {
-        model: &r.model,
-        domain: &r.domain,
-        kind: &r.kind,
-        value: r.mean_object_token_prob,
-        lo: Some(r.lo),
-        hi: Some(r.hi),
-    }
-}
-
-/// A (model, domain, kind) value with its interval, from `distances.csv` (Fig. 2d).
-pub fn distance_cell(r: &DistanceRow) -> KindCell<'_> {
-    KindCell {
-        model: &r.model,
-        domain: &r.domain,
-        kind: &r.kind,
-        value: r.mean_distance,
-        lo: Some(r.lo),
-        hi: Some(r.hi),
-    }
-}
 
 /// The parts of `clusters/<model>/<domain>/result.json` the report shows.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

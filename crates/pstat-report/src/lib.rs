@@ -25,11 +25,11 @@ pub use inputs::RunData;
 
 use figures::{FigureSpec, RenderedFigure, StabilityFigure, render_and_write, stability_figure};
 use html::Section;
-use inputs::{distance_cell, familiarity_cell};
 use pstat_tables::Probe;
 use select::{BEHAVIORAL, REPRESENTATIONAL, VeracityLayers, behavioral_main, representational};
 use std::path::{Path, PathBuf};
 use tables::{KindCell, kind_tables};
+use tables::{distance_cell, familiarity_cell};
 
 /// What `build_report` wrote.
 #[derive(Debug, Clone)]
@@ -45,23 +45,73 @@ pub struct Report {
 /// `run_dir/report.html`.
 pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     let data = RunData::load(run_dir)?;
-    let layers = VeracityLayers::new(&data);
-    let mut written = Vec::new();
-    let mut render = |spec: Option<FigureSpec>, section: &mut Section| -> Result<(), ReportError> {
+    let inputs = Inputs {
+        layers: VeracityLayers::new(&data),
+        titles: names::ConditionTitles::new(data.decisions.as_ref()),
+        data: &data,
+    };
+    let mut out = Figures {
+        run_dir,
+        written: Vec::new(),
+    };
+    let sections = [
+        limits_section(&inputs),
+        summary_section(&inputs),
+        familiarity_section(&inputs, &mut out)?,
+        stability_section(&inputs, &mut out)?,
+        robustness_section(&inputs, &mut out)?,
+        layers_section(&inputs, &mut out)?,
+        answers_section(&inputs),
+        clusters_section(&inputs, &mut out)?,
+    ];
+    let html = write_page(run_dir, &data, &sections)?;
+    Ok(Report {
+        html,
+        figures: out.written,
+        notes: sections
+            .iter()
+            .flat_map(|s| s.notes.iter().cloned())
+            .collect(),
+    })
+}
+
+/// What every section reads: the run's tables, its veracity layers and its conditions' titles.
+struct Inputs<'a> {
+    data: &'a RunData,
+    layers: VeracityLayers,
+    titles: names::ConditionTitles,
+}
+
+/// Writes figures under `<run>/figures/` and keeps their paths, in report order.
+struct Figures<'a> {
+    run_dir: &'a Path,
+    written: Vec<PathBuf>,
+}
+
+impl Figures<'_> {
+    /// Renders `spec`, if there is one, and adds it to `section`.
+    fn render(
+        &mut self,
+        spec: Option<FigureSpec>,
+        section: &mut Section,
+    ) -> Result<(), ReportError> {
         if let Some(spec) = spec {
-            let figure: RenderedFigure = render_and_write(run_dir, spec)?;
+            let figure: RenderedFigure = render_and_write(self.run_dir, spec)?;
             for ext in ["svg", "png"] {
-                written.push(run_dir.join("figures").join(format!("{}.{ext}", figure.id)));
+                self.written.push(
+                    self.run_dir
+                        .join("figures")
+                        .join(format!("{}.{ext}", figure.id)),
+                );
             }
             section.figures.push(figure);
         }
         Ok(())
-    };
+    }
+}
 
-    let behavioral = behavioral_main(&data);
-    let titles = names::ConditionTitles::new(data.decisions.as_ref());
-    let sawmil = representational(&data, &layers, Probe::Sawmil);
-
+/// What this run can and cannot show: read first.
+fn limits_section(inputs: &Inputs) -> Section {
     let mut limits = Section::new(
         "limits",
         "What this run can and cannot show",
@@ -70,8 +120,14 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     );
     limits
         .findings
-        .push(claims::limits(&data, &layers, &titles));
+        .push(claims::limits(inputs.data, &inputs.layers, &inputs.titles));
+    limits
+}
 
+/// The paired tests, the sign tests across models, the familiarity findings and the
+/// across-model tables.
+fn summary_section(inputs: &Inputs) -> Section {
+    let Inputs { data, titles, .. } = inputs;
     let mut summary = Section::new(
         "summary",
         "What this run shows",
@@ -82,8 +138,8 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
             let families = data.comparison_families.as_deref().unwrap_or_default();
             summary
                 .findings
-                .extend(claims::paired_findings(rows, families, &titles));
-            summary.tables.push(claims::paired_table(rows, &titles));
+                .extend(claims::paired_findings(rows, families, titles));
+            summary.tables.push(claims::paired_table(rows, titles));
         }
         Some(_) => summary.notes.push(
             "Paired comparisons: no cell had two compared conditions with a baseline belief set to compare them on.".into(),
@@ -93,7 +149,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     match &data.sign_tests {
         Some(rows) => summary
             .findings
-            .push(claims::across_model_finding(rows, &titles)),
+            .push(claims::across_model_finding(rows, titles)),
         None => summary.missing("Sign tests across models", "sign_tests.csv"),
     }
     if let Some(rows) = &data.familiarity {
@@ -105,11 +161,11 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     if let Some(rows) = &data.bigram_distances {
         summary.findings.push(summary::bigram_finding(rows));
     }
-    summary.findings.push(summary::flagged_baselines(&data));
+    summary.findings.push(summary::flagged_baselines(data));
     match &data.across_models {
         Some(rows) => summary
             .tables
-            .push(claims::across_models_table(rows, &titles)),
+            .push(claims::across_models_table(rows, titles)),
         None => summary.missing("Across-model table", "across_models.csv"),
     }
     match &data.across_model_pairs {
@@ -119,7 +175,13 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
             "across_model_pairs.csv",
         ),
     }
+    summary
+}
 
+/// Fig. 2 and Tables A6–A8: bigram curves and distances, within-group distances and
+/// familiarity.
+fn familiarity_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, ReportError> {
+    let data = inputs.data;
     let mut familiarity = Section::new(
         "familiarity",
         "Familiarity and lexical controls",
@@ -127,7 +189,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
          keep the surface statistics and representational spread of the types they were built from (paper Section 5.1).",
     );
     match &data.bigram_curves {
-        Some(rows) => render(figures::fig2_curves(rows), &mut familiarity)?,
+        Some(rows) => out.render(figures::fig2_curves(rows), &mut familiarity)?,
         None => familiarity.missing("Fig. 2 (a–c) bigram curves", "bigram_rank_frequency.csv"),
     }
     match &data.bigram_distances {
@@ -139,7 +201,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     match &data.distances {
         Some(rows) => {
             let cells: Vec<KindCell> = rows.iter().map(distance_cell).collect();
-            render(figures::fig2_distances(&cells), &mut familiarity)?;
+            out.render(figures::fig2_distances(&cells), &mut familiarity)?;
             familiarity.tables.extend(kind_tables(
                 "table_distances",
                 "Within-group distances",
@@ -152,7 +214,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     match &data.familiarity {
         Some(rows) => {
             let cells: Vec<KindCell> = rows.iter().map(familiarity_cell).collect();
-            render(figures::familiarity_figure(&cells), &mut familiarity)?;
+            out.render(figures::familiarity_figure(&cells), &mut familiarity)?;
             familiarity.tables.extend(kind_tables(
                 "table_familiarity",
                 "Familiarity (Tables A6–A8)",
@@ -165,19 +227,30 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
             "familiarity.csv",
         ),
     }
+    Ok(familiarity)
+}
 
+/// Fig. 3 (retractions and expansions) and the count tables A4/A5 with the relabelled bags.
+fn stability_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, ReportError> {
+    let Inputs {
+        data,
+        layers,
+        titles,
+    } = inputs;
+    let behavioral = behavioral_main(data);
+    let sawmil = representational(data, layers, Probe::Sawmil);
     let mut stability = Section::new(
         "stability",
         "Epistemic stability under perturbations",
         "Retraction rate ρ_R = |R| / |B_true(Θ0)|: the share of held-out True statements judged True at baseline that are \
          no longer judged True under Θ; expansion rate ρ_E = |E| / |B_not-true(Θ0)| (paper Section 3.3).",
     );
-    render(
-        stability_figure(&data, &layers, StabilityFigure::Retractions),
+    out.render(
+        stability_figure(data, layers, StabilityFigure::Retractions),
         &mut stability,
     )?;
-    render(
-        stability_figure(&data, &layers, StabilityFigure::Expansions),
+    out.render(
+        stability_figure(data, layers, StabilityFigure::Expansions),
         &mut stability,
     )?;
     for (id, name, selection, instantiation) in [
@@ -207,20 +280,25 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
             name,
             caption,
             &selection.rows,
-            &titles,
+            titles,
         ));
         if instantiation == REPRESENTATIONAL {
             match &data.relabelled {
                 Some(rows) => {
                     stability
                         .tables
-                        .push(tables::relabelled_table(rows, &selection.rows, &titles))
+                        .push(tables::relabelled_table(rows, &selection.rows, titles))
                 }
                 None => stability.missing("Relabelled training bags", "relabelled_bags.csv"),
             }
         }
     }
+    Ok(stability)
+}
 
+/// Figs. A4, A5 and A7: neighbouring layers, context size and baseline, the Mass-Mean probe.
+fn robustness_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, ReportError> {
+    let Inputs { data, layers, .. } = inputs;
     let mut robustness = Section::new(
         "robustness",
         "Robustness",
@@ -237,14 +315,19 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         ),
         (StabilityFigure::MassMean, "Fig. A7 (Mass-Mean probe)"),
     ] {
-        match stability_figure(&data, &layers, which) {
-            Some(spec) => render(Some(spec), &mut robustness)?,
+        match stability_figure(data, layers, which) {
+            Some(spec) => out.render(Some(spec), &mut robustness)?,
             None => robustness.notes.push(format!(
                 "{what}: not computed in this run (no matching rows in stability.csv)."
             )),
         }
     }
+    Ok(robustness)
+}
 
+/// The veracity layers: their selection curve and table.
+fn layers_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, ReportError> {
+    let Inputs { data, layers, .. } = inputs;
     let mut veracity = Section::new(
         "layers",
         "Veracity layers",
@@ -252,7 +335,7 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     );
     match &data.layers {
         Some(l) => {
-            render(figures::layer_curve(l), &mut veracity)?;
+            out.render(figures::layer_curve(l), &mut veracity)?;
             veracity.tables.push(tables::layers_table(l));
         }
         None => veracity.missing("Veracity-layer selection", "layers.json"),
@@ -262,17 +345,27 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
             "Without layers.json the veracity layer of each model and domain is taken as the middle of the layers this run evaluated.".into(),
         );
     }
+    Ok(veracity)
+}
 
+/// How the model distributed its answers over the three options.
+fn answers_section(inputs: &Inputs) -> Section {
+    let Inputs { data, titles, .. } = inputs;
     let mut answers = Section::new(
         "answers",
         "Behavioral answers",
         "How the model distributed its answers over the three options.",
     );
     match &data.answers {
-        Some(rows) => answers.tables.push(tables::answers_table(rows, &titles)),
+        Some(rows) => answers.tables.push(tables::answers_table(rows, titles)),
         None => answers.missing("Answer distribution", "answers.csv"),
     }
+    answers
+}
 
+/// Appendix I: the retraction clusters, their figures and themes.
+fn clusters_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, ReportError> {
+    let data = inputs.data;
     let mut clusters = Section::new(
         "clusters",
         "Retraction clusters and themes",
@@ -291,23 +384,21 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
     }
     let themes = data.themes.as_deref().unwrap_or_default();
     for spec in figures::cluster_figures(&data.cluster_results, themes) {
-        render(Some(spec), &mut clusters)?;
+        out.render(Some(spec), &mut clusters)?;
     }
     match &data.themes {
         Some(rows) => clusters.tables.push(tables::themes_table(rows)),
         None => clusters.missing("Cluster themes", "themes.csv"),
     }
+    Ok(clusters)
+}
 
-    let sections = [
-        limits,
-        summary,
-        familiarity,
-        stability,
-        robustness,
-        veracity,
-        answers,
-        clusters,
-    ];
+/// Writes `report.html` from the sections, with the run's provenance.
+fn write_page(
+    run_dir: &Path,
+    data: &RunData,
+    sections: &[Section],
+) -> Result<PathBuf, ReportError> {
     let provenance = data
         .manifest
         .as_ref()
@@ -319,16 +410,9 @@ pub fn build_report(run_dir: &Path) -> Result<Report, ReportError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let page = html::render(&run_name, &sections, &provenance)?;
+    let page = html::render(&run_name, sections, &provenance)?;
     let html_path = run_dir.join("report.html");
     pstat_data::artifact::write_atomic(&html_path, page.as_bytes())
         .map_err(|e| ReportError::io(&html_path, e))?;
-    Ok(Report {
-        html: html_path,
-        figures: written,
-        notes: sections
-            .iter()
-            .flat_map(|s| s.notes.iter().cloned())
-            .collect(),
-    })
+    Ok(html_path)
 }

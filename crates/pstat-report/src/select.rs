@@ -141,7 +141,7 @@ fn preferred_formats(
         let cell = (r.model.as_str(), r.domain.as_str());
         if r.format == Some(PromptFormat::Chat)
             && is_empty_baseline(r)
-            && r.n_baseline_true < MIN_BASELINE_TRUE
+            && PromptFormat::auto(r.n_baseline_true) == PromptFormat::Plain
         {
             small_chat.insert(cell);
         }
@@ -208,11 +208,11 @@ fn behavioral_rows<'a>(
 pub fn behavioral_main(data: &RunData) -> Selection<'_> {
     let (preferred, passed_over) = preferred_formats(data);
     let rows = behavioral_rows(data, &preferred);
-    let main_k = rows
-        .iter()
-        .filter(|r| is_empty_baseline(r))
-        .filter_map(|r| r.k)
-        .max();
+    let main_k = pstat_tables::main_k(
+        rows.iter()
+            .filter(|r| is_empty_baseline(r))
+            .filter_map(|r| r.k),
+    );
     let rows: Vec<&StabilityRow> = rows
         .into_iter()
         .filter(|r| is_empty_baseline(r) && r.k == main_k)

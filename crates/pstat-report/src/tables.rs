@@ -3,7 +3,8 @@
 //! distributions, clusters and themes.
 
 use crate::inputs::{
-    AnswerRow, BigramDistanceRow, ClusterResult, ClusterRow, LayerChoice, RelabelledRow, ThemeRow,
+    AnswerRow, BigramDistanceRow, ClusterResult, ClusterRow, DistanceRow, FamiliarityRow,
+    LayerChoice, RelabelledRow, ThemeRow,
 };
 use crate::names::{
     ConditionTitles, condition_order, domain_order, domain_title, kind_order, kind_title,
@@ -202,6 +203,30 @@ pub struct KindCell<'a> {
     pub value: f64,
     pub lo: Option<f64>,
     pub hi: Option<f64>,
+}
+
+/// A (model, domain, kind) value with its interval, from `familiarity.csv` (Tables A6–A8).
+pub fn familiarity_cell(r: &FamiliarityRow) -> KindCell<'_> {
+    KindCell {
+        model: &r.model,
+        domain: &r.domain,
+        kind: &r.kind,
+        value: r.mean_object_token_prob,
+        lo: Some(r.lo),
+        hi: Some(r.hi),
+    }
+}
+
+/// A (model, domain, kind) value with its interval, from `distances.csv` (Fig. 2d).
+pub fn distance_cell(r: &DistanceRow) -> KindCell<'_> {
+    KindCell {
+        model: &r.model,
+        domain: &r.domain,
+        kind: &r.kind,
+        value: r.mean_distance,
+        lo: Some(r.lo),
+        hi: Some(r.hi),
+    }
 }
 
 /// Tables A6–A8 layout: one table per domain, models as rows, statement kinds as columns.

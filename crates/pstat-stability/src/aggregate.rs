@@ -43,6 +43,26 @@ pub fn aggregate_across_models(
     conditions: &[String],
     pairs: &[(String, String)],
 ) -> (Vec<AcrossModelRow>, Vec<AcrossModelPairRow>) {
+    let selections = group_selections(rows, veracity_layer);
+    let order = |c: &str| conditions.iter().position(|x| x == c).unwrap_or(usize::MAX);
+    let (mut perturbations, mut comparisons) = (Vec::new(), Vec::new());
+    for (key, models) in &selections {
+        let mut present: Vec<&str> = models.values().flat_map(|m| m.keys().copied()).collect();
+        present.sort_by_key(|c| (order(c), *c));
+        present.dedup();
+        perturbations.extend(perturbation_rows(key, models, &present));
+        comparisons.extend(pair_rows(key, models, &present, pairs, &order));
+    }
+    (perturbations, comparisons)
+}
+
+/// The rates of `rows` per selection and model; the noise floor's refits and behavioral
+/// resamples are left out, and representational layers become offsets from the veracity
+/// layer.
+fn group_selections<'a>(
+    rows: &'a [StabilityRow],
+    veracity_layer: impl Fn(&str, &str) -> Option<usize>,
+) -> BTreeMap<Selection, Rates<'a>> {
     let mut selections: BTreeMap<Selection, Rates> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.condition != BASELINE_REFIT) {
         let variant = match r.resample.as_deref() {
@@ -73,108 +93,126 @@ pub fn aggregate_across_models(
             .or_default()
             .insert(&r.condition, (r.retraction_rate, r.expansion_rate));
     }
-    let order = |c: &str| conditions.iter().position(|x| x == c).unwrap_or(usize::MAX);
-    let (mut perturbations, mut comparisons) = (Vec::new(), Vec::new());
-    for (key, models) in &selections {
-        let (domain, instantiation, probe, k, baseline, format, layer_offset, variant) = key;
-        let mut present: Vec<&str> = models.values().flat_map(|m| m.keys().copied()).collect();
-        present.sort_by_key(|c| (order(c), *c));
-        present.dedup();
-        let retraction = ranks(models, &present, |r| r.0);
-        let expansion = ranks(models, &present, |r| r.1);
-        for &condition in &present {
-            let values = |get: Pick| -> Vec<f64> {
-                models
-                    .values()
-                    .filter_map(|m| m.get(condition).and_then(get))
-                    .collect()
-            };
-            let (r, e) = (values(|r| r.0), values(|r| r.1));
-            perturbations.push(AcrossModelRow {
-                domain: domain.clone(),
-                instantiation: *instantiation,
-                probe: *probe,
-                k: *k,
-                baseline: *baseline,
-                format: *format,
-                layer_offset: *layer_offset,
-                variant: variant.clone(),
-                condition: condition.to_string(),
-                n_models: models
-                    .values()
-                    .filter(|m| m.contains_key(condition))
-                    .count(),
-                n_models_retraction: r.len(),
-                retraction_rate_mean: mean(&r),
-                retraction_rate_median: median(r),
-                n_models_expansion: e.len(),
-                expansion_rate_mean: mean(&e),
-                expansion_rate_median: median(e),
-                average_retraction_rank: retraction.average(condition),
-                average_expansion_rank: expansion.average(condition),
-                n_models_ranked_first_retraction: retraction.first(condition),
-                n_models_ranked_first_expansion: expansion.first(condition),
-            });
-        }
-        let row = |comparison: String, holds: &dyn Fn(&BTreeMap<&str, f64>) -> bool| {
-            let num_models = models
+    selections
+}
+
+/// One row per condition of one selection: its mean and median rates across models and its
+/// average rank.
+fn perturbation_rows<'a>(
+    key: &Selection,
+    models: &Rates<'a>,
+    present: &[&'a str],
+) -> Vec<AcrossModelRow> {
+    let (domain, instantiation, probe, k, baseline, format, layer_offset, variant) = key;
+    let retraction = ranks(models, present, |r| r.0);
+    let expansion = ranks(models, present, |r| r.1);
+    let mut rows = Vec::new();
+    for &condition in present {
+        let values = |get: Pick| -> Vec<f64> {
+            models
                 .values()
-                .filter(|m| {
-                    let rates: BTreeMap<&str, f64> =
-                        m.iter().filter_map(|(c, r)| Some((*c, r.0?))).collect();
-                    holds(&rates)
-                })
-                .count();
-            AcrossModelPairRow {
-                domain: domain.clone(),
-                instantiation: *instantiation,
-                probe: *probe,
-                k: *k,
-                baseline: *baseline,
-                format: *format,
-                layer_offset: *layer_offset,
-                variant: variant.clone(),
-                comparison,
-                n_models: models.len(),
-                num_models,
-                prop_models: num_models as f64 / models.len() as f64,
-            }
+                .filter_map(|m| m.get(condition).and_then(get))
+                .collect()
         };
-        let pairs: Vec<&(String, String)> = pairs
-            .iter()
-            .filter(|(a, b)| present.contains(&a.as_str()) && present.contains(&b.as_str()))
-            .collect();
-        for (a, b) in &pairs {
-            comparisons.push(row(
-                format!("{a} > {b}"),
-                &|m| matches!((m.get(a.as_str()), m.get(b.as_str())), (Some(x), Some(y)) if x > y),
-            ));
-        }
-        // Each side in the condition set's order, as the names of the comparison.
-        let side = |pick: fn(&(String, String)) -> &str| {
-            let mut v: Vec<&str> = pairs.iter().map(|p| pick(p)).collect();
-            v.sort_by_key(|c| order(c));
-            v.dedup();
-            v
-        };
-        let sides = (side(|p| p.0.as_str()), side(|p| p.1.as_str()));
-        if sides.0.len() > 1 || sides.1.len() > 1 {
-            let names = |s: &[&str]| s.join(", ");
-            let extreme = |m: &BTreeMap<&str, f64>, side: &[&str], max: bool| {
-                side.iter()
-                    .filter_map(|c| m.get(c).copied())
-                    .reduce(if max { f64::max } else { f64::min })
-            };
-            let (a, b) = (names(&sides.0), names(&sides.1));
-            comparisons.push(row(format!("all of {a} > all of {b}"), &|m| {
-                matches!((extreme(m, &sides.0, false), extreme(m, &sides.1, true)), (Some(x), Some(y)) if x > y)
-            }));
-            comparisons.push(row(format!("any of {a} > all of {b}"), &|m| {
-                matches!((extreme(m, &sides.0, true), extreme(m, &sides.1, true)), (Some(x), Some(y)) if x > y)
-            }));
-        }
+        let (r, e) = (values(|r| r.0), values(|r| r.1));
+        rows.push(AcrossModelRow {
+            domain: domain.clone(),
+            instantiation: *instantiation,
+            probe: *probe,
+            k: *k,
+            baseline: *baseline,
+            format: *format,
+            layer_offset: *layer_offset,
+            variant: variant.clone(),
+            condition: condition.to_string(),
+            n_models: models
+                .values()
+                .filter(|m| m.contains_key(condition))
+                .count(),
+            n_models_retraction: r.len(),
+            retraction_rate_mean: mean(&r),
+            retraction_rate_median: median(r),
+            n_models_expansion: e.len(),
+            expansion_rate_mean: mean(&e),
+            expansion_rate_median: median(e),
+            average_retraction_rank: retraction.average(condition),
+            average_expansion_rank: expansion.average(condition),
+            n_models_ranked_first_retraction: retraction.first(condition),
+            n_models_ranked_first_expansion: expansion.first(condition),
+        });
     }
-    (perturbations, comparisons)
+    rows
+}
+
+/// In how many models of one selection each compared pair holds (Θa retracts more than Θb),
+/// and, where a side has several conditions, all of one side against all of the other.
+fn pair_rows(
+    key: &Selection,
+    models: &Rates,
+    present: &[&str],
+    pairs: &[(String, String)],
+    order: &dyn Fn(&str) -> usize,
+) -> Vec<AcrossModelPairRow> {
+    let (domain, instantiation, probe, k, baseline, format, layer_offset, variant) = key;
+    let mut comparisons = Vec::new();
+    let row = |comparison: String, holds: &dyn Fn(&BTreeMap<&str, f64>) -> bool| {
+        let num_models = models
+            .values()
+            .filter(|m| {
+                let rates: BTreeMap<&str, f64> =
+                    m.iter().filter_map(|(c, r)| Some((*c, r.0?))).collect();
+                holds(&rates)
+            })
+            .count();
+        AcrossModelPairRow {
+            domain: domain.clone(),
+            instantiation: *instantiation,
+            probe: *probe,
+            k: *k,
+            baseline: *baseline,
+            format: *format,
+            layer_offset: *layer_offset,
+            variant: variant.clone(),
+            comparison,
+            n_models: models.len(),
+            num_models,
+            prop_models: num_models as f64 / models.len() as f64,
+        }
+    };
+    let pairs: Vec<&(String, String)> = pairs
+        .iter()
+        .filter(|(a, b)| present.contains(&a.as_str()) && present.contains(&b.as_str()))
+        .collect();
+    for (a, b) in &pairs {
+        comparisons.push(row(
+            format!("{a} > {b}"),
+            &|m| matches!((m.get(a.as_str()), m.get(b.as_str())), (Some(x), Some(y)) if x > y),
+        ));
+    }
+    // Each side in the condition set's order, as the names of the comparison.
+    let side = |pick: fn(&(String, String)) -> &str| {
+        let mut v: Vec<&str> = pairs.iter().map(|p| pick(p)).collect();
+        v.sort_by_key(|c| order(c));
+        v.dedup();
+        v
+    };
+    let sides = (side(|p| p.0.as_str()), side(|p| p.1.as_str()));
+    if sides.0.len() > 1 || sides.1.len() > 1 {
+        let names = |s: &[&str]| s.join(", ");
+        let extreme = |m: &BTreeMap<&str, f64>, side: &[&str], max: bool| {
+            side.iter()
+                .filter_map(|c| m.get(c).copied())
+                .reduce(if max { f64::max } else { f64::min })
+        };
+        let (a, b) = (names(&sides.0), names(&sides.1));
+        comparisons.push(row(format!("all of {a} > all of {b}"), &|m| {
+            matches!((extreme(m, &sides.0, false), extreme(m, &sides.1, true)), (Some(x), Some(y)) if x > y)
+        }));
+        comparisons.push(row(format!("any of {a} > all of {b}"), &|m| {
+            matches!((extreme(m, &sides.0, true), extreme(m, &sides.1, true)), (Some(x), Some(y)) if x > y)
+        }));
+    }
+    comparisons
 }
 
 /// Per model, the rank of each condition by a rate (1 = largest; equal rates keep the

@@ -1,3 +1,6 @@
+//! Belief sets under Θ0 and Θ on the held-out True statements, and the retraction and
+//! expansion rates between them with their seeded bootstrap intervals (Section 3.3).
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -6,16 +9,27 @@ use std::collections::HashMap;
 /// Per-statement judgment g(s, Θ): `true` = judged True, `false` = Not True.
 pub type Judgments = HashMap<String, bool>;
 
+/// Why belief sets could not be compared.
 #[derive(Debug, thiserror::Error)]
 pub enum StabilityError {
+    /// A held-out statement has no judgment under one of the two conditions.
     #[error("no {which} judgment for held-out statement `{id}`")]
-    MissingJudgment { which: &'static str, id: String },
+    MissingJudgment {
+        /// `baseline` or `perturbed`.
+        which: &'static str,
+        /// The statement's id.
+        id: String,
+    },
+    /// There is nothing to compare on.
     #[error("no held-out True statements to evaluate")]
     NoHeldOut,
+    /// A paired test was asked of comparisons over different statements or baselines.
     #[error("the two perturbations were not judged on the same held-out statements and baseline")]
     NotPaired,
+    /// B_true(Θ0) is empty, so ρ_R is undefined.
     #[error("no held-out statement is believed at baseline: retraction rates are undefined")]
     NoBaselineTrue,
+    /// The bootstrap's settings cannot be used.
     #[error("invalid bootstrap: {0}")]
     InvalidBootstrap(String),
 }
@@ -23,14 +37,20 @@ pub enum StabilityError {
 /// A rate with its bootstrap interval; `None` where the denominator is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Rate {
+    /// The rate.
     pub value: Option<f64>,
+    /// Lower end of its 95% percentile bootstrap interval.
     pub lo: Option<f64>,
+    /// Upper end of that interval.
     pub hi: Option<f64>,
 }
 
+/// A seeded percentile bootstrap over the held-out statements.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Bootstrap {
+    /// Resamples drawn.
     pub resamples: usize,
+    /// Seed of the resampling.
     pub seed: u64,
 }
 
@@ -63,12 +83,14 @@ impl Default for Bootstrap {
 }
 
 /// Baseline and perturbed belief sets over the same held-out True statements.
+/// The judgments of Θ0 and Θ lined up on the held-out True statements.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BeliefComparison {
     /// Held-out True statement ids, in evaluation order.
     pub held_out: Vec<String>,
-    /// g(s, Θ0) and g(s, Θ) for each held-out statement (same order).
+    /// g(s, Θ0) for each held-out statement (same order).
     pub baseline: Vec<bool>,
+    /// g(s, Θ) for each held-out statement (same order).
     pub perturbed: Vec<bool>,
 }
 
@@ -169,10 +191,12 @@ impl BeliefComparison {
             .collect()
     }
 
+    /// |B_true(Θ0)|.
     pub fn n_baseline_true(&self) -> usize {
         self.tally().baseline_true
     }
 
+    /// |B_not_true(Θ0)|.
     pub fn n_baseline_not_true(&self) -> usize {
         self.tally().baseline_not_true
     }

@@ -10,6 +10,8 @@
 //!   and sign tests across models ([`paired`]); the authors' across-model tables
 //!   ([`aggregate`]).
 
+#![warn(missing_docs)]
+
 pub mod aggregate;
 pub mod belief;
 pub mod paired;

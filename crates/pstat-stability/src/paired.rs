@@ -32,15 +32,21 @@ pub const MCNEMAR_EXACT: &str = "mcnemar_exact";
 /// ρ_R(Θa) − ρ_R(Θb) over the same baseline-True statements.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PairedDifference {
+    /// |B_true(Θ0)|: the statements both rates are over.
     pub n_baseline_true: usize,
+    /// ρ_R(Θa).
     pub retraction_rate_a: f64,
+    /// ρ_R(Θb).
     pub retraction_rate_b: f64,
+    /// ρ_R(Θa) − ρ_R(Θb).
     pub difference: f64,
-    /// 95% percentile bootstrap interval of the difference.
+    /// Lower end of the 95% percentile bootstrap interval of the difference.
     pub lo: f64,
+    /// Upper end of that interval.
     pub hi: f64,
-    /// Statements retracted under Θa only, and under Θb only.
+    /// Statements retracted under Θa only.
     pub a_only: usize,
+    /// Statements retracted under Θb only.
     pub b_only: usize,
     /// McNemar's exact two-sided p-value (uncorrected).
     pub p_value: f64,
@@ -239,12 +245,17 @@ pub fn comparison_families(rows: &[ComparisonRow]) -> Vec<ComparisonFamilyRow> {
 /// binomial(n, 1/2) probability of a split at least as uneven. Zeros are ties and dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SignTest {
+    /// Differences above zero.
     pub positive: usize,
+    /// Differences below zero.
     pub negative: usize,
+    /// Differences of exactly zero (dropped from the test).
     pub ties: usize,
+    /// The exact two-sided p-value.
     pub p_value: f64,
 }
 
+/// The exact two-sided sign test of `differences` ([`SignTest`]).
 pub fn sign_test(differences: &[f64]) -> SignTest {
     let positive = differences.iter().filter(|&&d| d > 0.0).count();
     let negative = differences.iter().filter(|&&d| d < 0.0).count();

@@ -2,11 +2,7 @@
 //! folder) built from a belief comparison.
 
 use crate::belief::{BeliefComparison, Bootstrap, Rate};
-pub use pstat_tables::{RowKey, StabilityRow};
-
-/// Baselines smaller than this make a retraction rate too noisy to mean anything; such rows
-/// are flagged in the table and the report.
-pub const MIN_BASELINE_TRUE: usize = 20;
+pub use pstat_tables::{MIN_BASELINE_TRUE, RowKey, StabilityRow};
 
 /// The row of `key` with the rates of `cmp` and their bootstrap intervals.
 pub fn stability_row(key: RowKey, cmp: &BeliefComparison, bootstrap: Bootstrap) -> StabilityRow {

@@ -171,6 +171,7 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// The provenance of activations of `model` on `data`.
     pub fn of(model: &LoadedModel, data: &Dataset) -> Self {
         Provenance {
             model_sha256: model.lm.sha256().to_string(),
@@ -415,7 +416,7 @@ fn export_layers(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::
     };
     let mut layers = BTreeSet::from([veracity]);
     for &probe in &cfg.probes {
-        let window = crate::representational::probe_window(cfg, probe, veracity, n, &model.name)?;
+        let window = cfg.window(probe, veracity, n, &model.name)?;
         layers.extend(window.all());
     }
     Ok(layers.into_iter().collect())

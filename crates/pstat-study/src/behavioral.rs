@@ -3,13 +3,13 @@
 //! held-out True statements are asked the three-option question (pstat-prompt does the work;
 //! its units are resumable files under `<model>/<domain>/behavioral/`).
 
-use crate::config::{Formats, RunConfig};
+use crate::config::{FormatRule, RunConfig};
+use crate::layout::RunLayout;
 use crate::lock::WorkLock;
 use crate::progress::Progress;
-use crate::shard::possible_units;
-use crate::stage::{Cell, Handoff, Stage, Tables};
+use crate::stage::{Cell, CellPlan, Handoff, Known, Stage, Tables};
 use crate::study::Study;
-use crate::unit::{UnitKey, UnitKind};
+use crate::unit::{PlannedUnit, UnitKey, UnitKind, Work};
 use pstat_data::{ConditionSet, Domain, Statement};
 use pstat_prompt::embedded::{EmbeddedCodec, EmbeddedScorer};
 use pstat_prompt::server::ServerConfig;
@@ -19,7 +19,7 @@ use pstat_prompt::{
     UnitResult, run_selected_units, summarize,
 };
 use pstat_stability::{Bootstrap, Judgments, MIN_BASELINE_TRUE};
-use pstat_tables::FormatDecision;
+use pstat_tables::{DECISIONS_FILE, Decisions, FormatDecision, main_k};
 use std::collections::{BTreeMap, HashMap};
 
 /// The behavioral stage: belief-context prompts under every Θ.
@@ -32,6 +32,65 @@ impl Stage for Behavioral {
 
     fn enabled(&self, config: &RunConfig) -> bool {
         config.behavioral.enabled
+    }
+
+    /// One unit per (Θ, draw) of every (format, K, baseline) study, each listed once where
+    /// several studies share its file; under `auto`, the chat-format baseline that decides
+    /// comes first.
+    fn units(&self, plan: &CellPlan) -> Vec<PlannedUnit> {
+        let study = plan.study;
+        let cfg = &study.config.behavioral;
+        let statements = study.held_out_true(plan.domain).len();
+        // The studies the stage runs, in its order: (format, K, baseline, baseline only).
+        let mut studies: Vec<(PromptFormat, usize, Baseline, bool)> = Vec::new();
+        let formats = match plan.known {
+            Known::Nothing => cfg.formats.possible(),
+            Known::Stored { chat_template, .. } => {
+                // Until the model is read, a chat template is assumed (the paper's chat models).
+                match cfg.formats.rule(chat_template != Some(false)) {
+                    FormatRule::Fixed { formats, .. } => formats,
+                    // The chat-format baseline decides; until it has, the plan assumes chat.
+                    FormatRule::ChatBaselineDecides => {
+                        let main_k = main_k(cfg.k.iter().copied()).unwrap_or(0);
+                        studies.push((PromptFormat::Chat, main_k, Baseline::Empty, true));
+                        decided_formats(study, plan.model, plan.domain)
+                            .unwrap_or_else(|| vec![PromptFormat::Chat])
+                    }
+                }
+            }
+        };
+        for &format in &formats {
+            for &k in &cfg.k {
+                for &baseline in &cfg.baselines {
+                    studies.push((format, k, baseline, false));
+                }
+            }
+        }
+        let mut units: Vec<PlannedUnit> = Vec::new();
+        for (format, k, baseline, baseline_only) in studies {
+            let spec = study_spec(study, plan.model, plan.domain, format, k, baseline);
+            let Ok(spec_units) = spec.units(&study.conditions) else {
+                continue;
+            };
+            for (condition, draw) in spec_units {
+                if baseline_only && !condition.is_baseline() {
+                    continue;
+                }
+                // The empty-context baseline is one unit for every K (and for the chat check),
+                // a perturbation's one unit for every baseline.
+                let key = UnitKey::prompt(&spec, condition, draw);
+                if units.iter().any(|u| u.key == key) {
+                    continue;
+                }
+                let done = plan.reads_out() && spec.unit_files(condition, draw).meta.exists();
+                let work = Work::Prompts {
+                    statements,
+                    k: key.k.unwrap_or(0),
+                };
+                units.push(PlannedUnit::new(key, work, done));
+            }
+        }
+        units
     }
 
     fn run(
@@ -73,6 +132,22 @@ pub(crate) fn study_spec(
     }
 }
 
+/// The formats a cell was prompted in, as `decisions.json` records them, if it does.
+fn decided_formats(study: &Study, model: &str, domain: Domain) -> Option<Vec<PromptFormat>> {
+    crate::io::read_json::<Decisions>(
+        &RunLayout::new(&study.out).top(DECISIONS_FILE),
+        &mut crate::Silent,
+    )
+    .ok()
+    .flatten()
+    .and_then(|d| {
+        d.formats
+            .into_iter()
+            .find(|f| f.model == model && f.domain == domain.as_str())
+    })
+    .map(|f| f.formats)
+}
+
 /// The server settings a cell's behavioral units were scored with, in
 /// `behavioral/server.json` with its manifest: the model id the server reported, its URL, the
 /// requests in flight, the timeout, the retries and the API key's variable (never the key).
@@ -99,64 +174,140 @@ fn record_server(cell: &Cell, config: &ServerConfig, model_id: &str) -> anyhow::
     )
 }
 
+/// The stage's steps for one cell: open the scorer, choose the formats, then score and
+/// tabulate every (format, K, baseline) study.
 fn run(
     cell: &Cell,
     handoff: &mut Handoff,
     output: &mut Tables,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<()> {
-    let Cell {
-        study,
-        model,
-        domain,
-    } = cell;
-    let domain = *domain;
-    let retractions = &mut handoff.retractions;
+    let study = cell.study;
     let cfg = &study.config.behavioral;
-    let scope = study.scope;
-    if !scope.assembles() {
-        let keys = possible_units(&study.config, &study.conditions, &model.name, domain)?;
-        if !keys
-            .iter()
-            .any(|k| k.kind == UnitKind::Prompt && scope.covers(k))
-        {
-            return Ok(());
+    if !has_units_here(cell) {
+        return Ok(());
+    }
+    let mut prompter = Prompter::open(cell)?;
+    let (formats, reason) = prompter.choose_formats(output, progress)?;
+    output.formats.push(FormatDecision {
+        model: cell.model.name.clone(),
+        domain: cell.domain.to_string(),
+        formats: formats.clone(),
+        reason,
+    });
+    for &format in &formats {
+        for &k in &cfg.k {
+            for &baseline in &cfg.baselines {
+                let spec = prompter.spec(format, k, baseline);
+                let units = prompter.score(&spec, &study.conditions, false, progress)?;
+                if study.scope.assembles() {
+                    tabulate(
+                        cell,
+                        &spec,
+                        &units,
+                        &formats,
+                        prompter.bootstrap,
+                        output,
+                        &mut handoff.retractions,
+                    )?;
+                }
+            }
         }
     }
-    let codec = EmbeddedCodec::open(model.lm.path())?;
-    let pool = TrainingPool::new(domain, &study.datasets, &study.splits)?;
-    let held_out = study.held_out_true(domain);
-    let by_id: BTreeMap<&str, &Statement> = study
-        .data(domain)
-        .statements
-        .iter()
-        .map(|s| (s.id.as_str(), s))
-        .collect();
-    let test: Vec<&Statement> = held_out.iter().map(|id| by_id[id.as_str()]).collect();
-    let mut scorer: Box<dyn OptionScorer> = match cfg.backend_for(&model.name) {
-        Some(url) => {
-            let config = cfg.server_config(url);
-            let server = ServerScorer::connect(&config, &codec)?;
-            record_server(cell, &config, server.model_id())?;
-            Box::new(server)
-        }
-        None => Box::new(EmbeddedScorer::new(&model.lm, OptionTokens::new(&codec)?)),
-    };
-    let dir = cell.dir("behavioral");
-    let spec = |format: PromptFormat, k: usize, baseline: Baseline| {
-        study_spec(study, &model.name, domain, format, k, baseline)
-    };
-    let bootstrap = Bootstrap {
-        resamples: study.config.bootstrap_resamples,
-        seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
-    };
-    // The units of `spec` this process computes or finds stored; `prerequisite` units are
-    // computed by every shard that needs them.
-    let mut score = |spec: &StudySpec,
-                     conditions: &ConditionSet,
-                     prerequisite: bool,
-                     progress: &mut dyn Progress|
-     -> anyhow::Result<Vec<UnitResult>> {
+    Ok(())
+}
+
+/// Whether this process has a behavioral unit of `cell` to compute or read: a shard skips
+/// the cells where it owns none.
+fn has_units_here(cell: &Cell) -> bool {
+    let scope = cell.study.scope;
+    if scope.assembles() {
+        return true;
+    }
+    let possible = Behavioral.units(&CellPlan {
+        study: cell.study,
+        model: &cell.model.name,
+        domain: cell.domain,
+        known: Known::Nothing,
+    });
+    possible.iter().any(|u| scope.covers(&u.key))
+}
+
+/// What scoring a cell's prompts needs: the model's codec, the training pool the contexts
+/// are drawn from, the held-out True statements and the scorer (embedded or a server).
+struct Prompter<'a> {
+    cell: &'a Cell<'a>,
+    codec: EmbeddedCodec,
+    pool: TrainingPool<'a>,
+    test: Vec<&'a Statement>,
+    scorer: Box<dyn OptionScorer + 'a>,
+    bootstrap: Bootstrap,
+}
+
+impl<'a> Prompter<'a> {
+    fn open(cell: &'a Cell<'a>) -> anyhow::Result<Self> {
+        let Cell {
+            study,
+            model,
+            domain,
+        } = cell;
+        let domain = *domain;
+        let cfg = &study.config.behavioral;
+        let codec = EmbeddedCodec::open(model.lm.path())?;
+        let pool = TrainingPool::new(domain, &study.datasets, &study.splits)?;
+        let held_out = study.held_out_true(domain);
+        let by_id: BTreeMap<&str, &Statement> = study
+            .data(domain)
+            .statements
+            .iter()
+            .map(|s| (s.id.as_str(), s))
+            .collect();
+        let test: Vec<&Statement> = held_out.iter().map(|id| by_id[id.as_str()]).collect();
+        let scorer: Box<dyn OptionScorer> = match cfg.backend_for(&model.name) {
+            Some(url) => {
+                let config = cfg.server_config(url);
+                let server = ServerScorer::connect(&config, &codec)?;
+                record_server(cell, &config, server.model_id())?;
+                Box::new(server)
+            }
+            None => Box::new(EmbeddedScorer::new(&model.lm, OptionTokens::new(&codec)?)),
+        };
+        let bootstrap = Bootstrap {
+            resamples: study.config.bootstrap_resamples,
+            seed: study.seed_for(&format!("bootstrap:{}:{domain}:behavioral", model.name)),
+        };
+        Ok(Prompter {
+            cell,
+            codec,
+            pool,
+            test,
+            scorer,
+            bootstrap,
+        })
+    }
+
+    fn spec(&self, format: PromptFormat, k: usize, baseline: Baseline) -> StudySpec {
+        let cell = self.cell;
+        study_spec(
+            cell.study,
+            &cell.model.name,
+            cell.domain,
+            format,
+            k,
+            baseline,
+        )
+    }
+
+    /// The units of `spec` this process computes or finds stored; `prerequisite` units are
+    /// computed by every shard that needs them.
+    fn score(
+        &mut self,
+        spec: &StudySpec,
+        conditions: &ConditionSet,
+        prerequisite: bool,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<Vec<UnitResult>> {
+        let scope = self.cell.study.scope;
         // Without the format: where `auto` prompts plain after the chat check, its units
         // count against the chat ones the plan assumed, in the same order. Without the
         // baseline: a perturbation's unit serves every baseline (its key has none), and the
@@ -166,10 +317,10 @@ fn run(
         let units = run_selected_units(
             spec,
             conditions,
-            &pool,
-            &test,
-            &codec,
-            scorer.as_mut(),
+            &self.pool,
+            &self.test,
+            &self.codec,
+            self.scorer.as_mut(),
             progress,
             &mut |condition, draw| {
                 let key = UnitKey::prompt(spec, condition, draw);
@@ -188,138 +339,145 @@ fn run(
         )?;
         missing?;
         Ok(units)
-    };
-    let (formats, reason) = match &cfg.formats {
-        Formats::Listed(formats) => {
-            let usable: Vec<PromptFormat> = formats
-                .iter()
-                .copied()
-                .filter(|f| *f == PromptFormat::Plain || codec.has_chat_template())
-                .collect();
-            // A base model asked only for chat still gets its plain prompt.
-            if usable.is_empty() {
-                (
-                    vec![PromptFormat::Plain],
-                    "listed chat only, but the model has no chat template".to_string(),
-                )
-            } else {
-                (usable, "listed in behavioral.formats".to_string())
-            }
+    }
+
+    /// The cell's formats and why ([`Formats::rule`](crate::config::Formats::rule)); under
+    /// `auto` a chat model's chat-format empty baseline at the main K decides, and where it
+    /// falls to plain its answers are kept.
+    fn choose_formats(
+        &mut self,
+        output: &mut Tables,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<(Vec<PromptFormat>, String)> {
+        let study = self.cell.study;
+        let cfg = &study.config.behavioral;
+        if let FormatRule::Fixed { formats, reason } =
+            cfg.formats.rule(self.codec.has_chat_template())
+        {
+            return Ok((formats, reason.to_string()));
         }
-        Formats::Auto if !codec.has_chat_template() => (
-            vec![PromptFormat::Plain],
-            "auto: the model has no chat template".to_string(),
-        ),
-        Formats::Auto => {
-            // The chat-format empty baseline decides; its unit is reused if chat is kept.
-            let main_k = cfg.k.iter().copied().max().unwrap_or(0);
-            let chat = spec(PromptFormat::Chat, main_k, Baseline::Empty);
-            let baseline_only = ConditionSet {
-                conditions: study.conditions.baseline().into_iter().cloned().collect(),
-            };
-            // Every shard with units in this cell needs the decision: the first scores it.
-            let _lock = WorkLock::wait(&dir.join(".format.lock"))?;
-            let units = score(&chat, &baseline_only, true, progress)?;
-            let believed = units
-                .first()
-                .map_or(0, |u| u.judgments.iter().filter(|j| j.judged_true).count());
-            if believed >= MIN_BASELINE_TRUE {
-                (
-                    vec![PromptFormat::Chat],
-                    format!(
-                        "auto: the chat-format baseline judges {believed} of {} held-out True statements True",
-                        test.len()
-                    ),
-                )
-            } else {
+        // The chat-format empty baseline decides; its unit is reused if chat is kept.
+        let main_k = main_k(cfg.k.iter().copied()).unwrap_or(0);
+        let chat = self.spec(PromptFormat::Chat, main_k, Baseline::Empty);
+        let baseline_only = ConditionSet {
+            conditions: study.conditions.baseline().into_iter().cloned().collect(),
+        };
+        // Every shard with units in this cell needs the decision: the first scores it.
+        let _lock = WorkLock::wait(&self.cell.dir("behavioral").join(".format.lock"))?;
+        let units = self.score(&chat, &baseline_only, true, progress)?;
+        let believed = units
+            .first()
+            .map_or(0, |u| u.judgments.iter().filter(|j| j.judged_true).count());
+        let held_out = self.test.len();
+        Ok(match PromptFormat::auto(believed) {
+            PromptFormat::Chat => (
+                vec![PromptFormat::Chat],
+                format!(
+                    "auto: the chat-format baseline judges {believed} of {held_out} held-out True statements True"
+                ),
+            ),
+            PromptFormat::Plain => {
                 let reason = format!(
-                    "auto: the chat-format baseline judges {believed} of {} held-out True statements True (fewer than {MIN_BASELINE_TRUE}), so this domain is prompted in the plain format",
-                    test.len()
+                    "auto: the chat-format baseline judges {believed} of {held_out} held-out True statements True (fewer than {MIN_BASELINE_TRUE}), so this domain is prompted in the plain format"
                 );
-                progress.note(&format!("{} {domain}: {reason}", model.name));
+                progress.note(&format!(
+                    "{} {}: {reason}",
+                    self.cell.model.name, self.cell.domain
+                ));
                 output
                     .answers
-                    .extend(summarize(&chat, &units, bootstrap)?.answers);
+                    .extend(summarize(&chat, &units, self.bootstrap)?.answers);
                 (vec![PromptFormat::Plain], reason)
             }
+        })
+    }
+}
+
+/// The judgments of a unit, by statement.
+fn beliefs(unit: &UnitResult) -> Judgments {
+    unit.judgments
+        .iter()
+        .map(|j| (j.id.clone(), j.judged_true))
+        .collect()
+}
+
+/// The rows of one study's units: stability, answers and resamples; the paired comparisons
+/// of the main K against the empty baseline; and, for the main configuration, the
+/// retractions the clustering reads.
+fn tabulate(
+    cell: &Cell,
+    spec: &StudySpec,
+    units: &[UnitResult],
+    formats: &[PromptFormat],
+    bootstrap: Bootstrap,
+    output: &mut Tables,
+    retractions: &mut crate::stage::Retractions,
+) -> anyhow::Result<()> {
+    let study = cell.study;
+    let cfg = &study.config.behavioral;
+    let (format, k, baseline) = (spec.format, spec.context.k, spec.context.baseline);
+    let summary = summarize(spec, units, bootstrap)?;
+    if let Some((base, rest)) = units.split_first() {
+        let base_beliefs = beliefs(base);
+        // The report states its comparisons for the main draw at the largest K against the
+        // empty baseline.
+        if baseline == Baseline::Empty && Some(k) == main_k(cfg.k.iter().copied()) {
+            output
+                .comparisons
+                .extend(compare_main_draws(cell, spec, base, rest)?);
         }
-    };
-    output.formats.push(FormatDecision {
-        model: model.name.clone(),
-        domain: domain.to_string(),
-        formats: formats.clone(),
-        reason,
-    });
-    for &format in &formats {
-        for &k in &cfg.k {
-            for &baseline in &cfg.baselines {
-                let spec = spec(format, k, baseline);
-                let units = score(&spec, &study.conditions, false, progress)?;
-                if !scope.assembles() {
-                    continue;
-                }
-                let summary = summarize(&spec, &units, bootstrap)?;
-                if let Some((base, rest)) = units.split_first() {
-                    let beliefs = |u: &pstat_prompt::UnitResult| -> Judgments {
-                        u.judgments
-                            .iter()
-                            .map(|j| (j.id.clone(), j.judged_true))
-                            .collect()
-                    };
-                    let base_beliefs = beliefs(base);
-                    // The report states its comparisons for the main draw at the largest K
-                    // against the empty baseline.
-                    if baseline == Baseline::Empty && Some(k) == cfg.k.iter().copied().max() {
-                        let judged: HashMap<String, Judgments> = rest
-                            .iter()
-                            .filter(|u| u.draw == Draw::Main)
-                            .map(|u| (u.condition.clone(), beliefs(u)))
-                            .collect();
-                        let key = pstat_stability::RowKey {
-                            model: model.name.clone(),
-                            domain: domain.to_string(),
-                            instantiation: pstat_tables::Instantiation::Behavioral,
-                            probe: pstat_tables::Probe::Prompt,
-                            k: Some(k),
-                            baseline: Some(baseline),
-                            format: Some(format),
-                            ..Default::default()
-                        };
-                        let held: Vec<String> =
-                            base.judgments.iter().map(|j| j.id.clone()).collect();
-                        output.comparisons.extend(crate::comparisons::paired_rows(
-                            &key,
-                            &held,
-                            &base_beliefs,
-                            &judged,
-                            (&study.conditions, pstat_tables::MAIN_VARIANT),
-                            study.config.bootstrap_resamples,
-                            study.seed_for(&format!(
-                                "paired:{}:{domain}:behavioral:{format}:{k}",
-                                model.name
-                            )),
-                        )?);
-                    }
-                    // Appendix I clusters the main configuration's retractions: the main
-                    // draw at the main (largest) K against the empty baseline, in the main
-                    // (first) format; the robustness configurations stay out.
-                    let main = crate::stage::Retractions::takes_prompt(
-                        k, baseline, format, &cfg.k, &formats,
-                    );
-                    for unit in rest.iter().filter(|u| main && u.draw == Draw::Main) {
-                        retractions.add(
-                            pstat_tables::Instantiation::Behavioral,
-                            &unit.condition,
-                            &base_beliefs,
-                            &beliefs(unit),
-                        );
-                    }
-                }
-                output.stability.extend(summary.stability);
-                output.answers.extend(summary.answers);
-                output.resamples.extend(summary.resamples);
-            }
+        // Appendix I clusters the main configuration's retractions: the main draw at the
+        // main (largest) K against the empty baseline, in the main (first) format; the
+        // robustness configurations stay out.
+        let main = crate::stage::Retractions::takes_prompt(k, baseline, format, &cfg.k, formats);
+        for unit in rest.iter().filter(|u| main && u.draw == Draw::Main) {
+            retractions.add(
+                pstat_tables::Instantiation::Behavioral,
+                &unit.condition,
+                &base_beliefs,
+                &beliefs(unit),
+            );
         }
     }
+    output.stability.extend(summary.stability);
+    output.answers.extend(summary.answers);
+    output.resamples.extend(summary.resamples);
     Ok(())
+}
+
+/// The paired tests of the compared conditions' main draws against the baseline `base`.
+fn compare_main_draws(
+    cell: &Cell,
+    spec: &StudySpec,
+    base: &UnitResult,
+    rest: &[UnitResult],
+) -> anyhow::Result<Vec<pstat_tables::ComparisonRow>> {
+    let study = cell.study;
+    let (model, domain) = (&cell.model.name, cell.domain);
+    let (format, k) = (spec.format, spec.context.k);
+    let judged: HashMap<String, Judgments> = rest
+        .iter()
+        .filter(|u| u.draw == Draw::Main)
+        .map(|u| (u.condition.clone(), beliefs(u)))
+        .collect();
+    let key = pstat_stability::RowKey {
+        model: model.clone(),
+        domain: domain.to_string(),
+        instantiation: pstat_tables::Instantiation::Behavioral,
+        probe: pstat_tables::Probe::Prompt,
+        k: Some(k),
+        baseline: Some(spec.context.baseline),
+        format: Some(format),
+        ..Default::default()
+    };
+    let held: Vec<String> = base.judgments.iter().map(|j| j.id.clone()).collect();
+    crate::comparisons::paired_rows(
+        &key,
+        &held,
+        &beliefs(base),
+        &judged,
+        (&study.conditions, pstat_tables::MAIN_VARIANT),
+        study.config.bootstrap_resamples,
+        study.seed_for(&format!("paired:{model}:{domain}:behavioral:{format}:{k}")),
+    )
 }

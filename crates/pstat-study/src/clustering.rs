@@ -11,8 +11,8 @@ use crate::config::RunConfig;
 use crate::io::{read_record, write_json, write_manifest, write_record};
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
-use crate::stage::{Cell, Handoff, Retractions, Stage, Tables};
-use crate::unit::{UnitKey, UnitKind};
+use crate::stage::{Cell, CellPlan, Handoff, Retractions, Stage, Tables};
+use crate::unit::{PlannedUnit, UnitKey, UnitKind, Work};
 use anyhow::Context;
 use pstat_cluster::{Grid, GridResult, Matrix, run_grid};
 use pstat_contrast::labeler::Labeler;
@@ -63,6 +63,20 @@ impl Stage for Clustering {
         config.clustering.enabled && config.representational.enabled
     }
 
+    /// One unit: the grid over the cell's retracted statements.
+    fn units(&self, plan: &CellPlan) -> Vec<PlannedUnit> {
+        let dir = cell_dir(&plan.study.out, plan.model, plan.domain);
+        let done = plan.reads_out()
+            && ["result.json", "skipped.json"]
+                .iter()
+                .any(|f| dir.join(f).exists());
+        vec![PlannedUnit::new(
+            plan.key(UnitKind::Clustering),
+            Work::Grid,
+            done,
+        )]
+    }
+
     fn run(
         &self,
         cell: &Cell,
@@ -92,7 +106,7 @@ struct ClusterOutput {
 
 /// `<out>/clusters/<model>/<domain>`: where a cell's clustering is stored.
 pub fn cell_dir(out: &Path, model: &str, domain: Domain) -> PathBuf {
-    out.join("clusters").join(model).join(domain.as_str())
+    crate::layout::RunLayout::new(out).clusters(model, domain)
 }
 
 fn run(
@@ -217,11 +231,7 @@ fn label(
         model,
         domain,
     } = cell;
-    let dir = study
-        .out
-        .join("clusters")
-        .join(&model.name)
-        .join(domain.as_str());
+    let dir = cell_dir(&study.out, &model.name, *domain);
     let labeler = Labeler::from_config(&pstat_contrast::labeler::LabelerConfig {
         url: url.to_string(),
         http: study.config.clustering.http.clone(),

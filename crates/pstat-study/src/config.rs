@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use pstat_data::condition::Condition;
 use pstat_data::{ConditionSet, Domain, SplitConfig};
 use pstat_http::HttpOptions;
+use pstat_lm::paper::LayerWindow;
 use pstat_probe::{MassMeanParams, ProbeParams, SawMilParams};
 use pstat_prompt::Protocol;
 use pstat_prompt::server::{LogprobRequest, ServerConfig};
@@ -15,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// A run's config (`config.toml` of the run folder; docs/run-config.md): the models, the
+/// domains, the splits and what each stage does. Same config, same bytes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunConfig {
@@ -22,9 +25,11 @@ pub struct RunConfig {
     pub seed: u64,
     /// Registry names (`smollm2-135m-instruct`, `gemma-3-270m`) or paths to GGUF files.
     pub models: Vec<String>,
+    /// The domains studied.
     pub domains: Vec<Domain>,
     /// Optional data folder laid out like the repo's `data/` (default: bundled data).
     pub data: Option<String>,
+    /// The shares of the exclusive splits.
     pub splits: SplitShares,
     /// At most this many held-out True test statements per domain (None = all). `--quick`
     /// subsamples; the paper uses all.
@@ -32,9 +37,13 @@ pub struct RunConfig {
     /// At most this many training statements per domain, a seeded sample stratified by kind
     /// (None = the whole training split, as the paper). `--quick` subsamples.
     pub train_limit: Option<usize>,
+    /// `[representational]`: probes on hidden states.
     pub representational: Representational,
+    /// `[behavioral]`: belief-context prompts.
     pub behavioral: Behavioral,
+    /// `[familiarity]`: object-token probabilities and distances.
     pub familiarity: Familiarity,
+    /// `[clustering]`: the retraction clustering.
     pub clustering: Clustering,
     /// Conditions added to Table 2's six, in the same form as the built-in ones.
     pub condition: Vec<Condition>,
@@ -55,16 +64,21 @@ pub struct RunConfig {
     pub precision: pstat_lm::Precision,
 }
 
+/// `[splits]`: the shares of each domain's exclusive splits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SplitShares {
+    /// Share of each domain's statements held out for testing.
     pub test: f64,
+    /// Share kept for calibration (the rest trains).
     pub calibration: f64,
 }
 
+/// `[representational]`: the probes, their layers and parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Representational {
+    /// Whether the stage runs.
     pub enabled: bool,
     /// `sawmil` and/or `mass_mean`.
     pub probes: Vec<Probe>,
@@ -131,6 +145,19 @@ impl Representational {
         }
     }
 
+    /// The layers `probe` is retrained at around `veracity`: its configured offsets, the window
+    /// shifted inside 1..=n_layers where it would leave the model ([`LayerWindow`]).
+    pub fn window(
+        &self,
+        probe: Probe,
+        veracity: usize,
+        n_layers: usize,
+        model: &str,
+    ) -> anyhow::Result<LayerWindow> {
+        LayerWindow::new(veracity, self.offsets(probe), n_layers)
+            .map_err(|e| anyhow::anyhow!("{model}: {probe} layers: {e}"))
+    }
+
     pub(crate) fn sawmil_params(&self, seed: u64) -> SawMilParams {
         SawMilParams {
             c: self.sawmil_c,
@@ -140,9 +167,11 @@ impl Representational {
     }
 }
 
+/// `[behavioral]`: context sizes, baselines, formats, draws and the scoring backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Behavioral {
+    /// Whether the stage runs.
     pub enabled: bool,
     /// Context sizes; the paper's main result uses 100, Appendix G adds 20 and 50.
     pub k: Vec<usize>,
@@ -240,9 +269,11 @@ fn is_default_concurrency(concurrency: &usize) -> bool {
     *concurrency == ServerConfig::default().concurrency
 }
 
+/// `[familiarity]`: the samples of the familiarity analyses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Familiarity {
+    /// Whether the stage runs.
     pub enabled: bool,
     /// Pairs sampled per kind for the within-group distance (Fig. 2d).
     pub distance_pairs: usize,
@@ -251,9 +282,11 @@ pub struct Familiarity {
     pub statements_per_kind: usize,
 }
 
+/// `[clustering]`: the retraction clustering and its labeler.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Clustering {
+    /// Whether the stage runs.
     pub enabled: bool,
     /// OpenAI-compatible chat endpoint that names the clusters (optional).
     pub labeler: Option<String>,
@@ -271,7 +304,76 @@ pub enum Formats {
     /// prompted plain there instead, since nothing can be retracted from an empty belief set
     /// (SmolLM2-135M answers "c" to every chat-formatted baseline question).
     Auto,
+    /// These formats, the main one first (less chat for a model without a chat template).
     Listed(Vec<PromptFormat>),
+}
+
+/// The prompt formats of a cell, as [`Formats::rule`] decides them before any prompt is scored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FormatRule {
+    /// These formats, for this reason (recorded in `decisions.json`).
+    Fixed {
+        /// The formats, the main one first.
+        formats: Vec<PromptFormat>,
+        /// Why, in words.
+        reason: &'static str,
+    },
+    /// `auto` on a chat model: its chat-format empty baseline at the main K decides
+    /// ([`PromptFormat::auto`]).
+    ChatBaselineDecides,
+}
+
+impl Formats {
+    /// The one rule for which formats a model is prompted in, read by the behavioral stage,
+    /// the plan and the shards: listed formats less chat where the model has no chat template
+    /// (plain where nothing is left), and under `auto` plain for a base model, the chat
+    /// baseline's decision for a chat model.
+    pub fn rule(&self, chat_template: bool) -> FormatRule {
+        match self {
+            Formats::Listed(listed) => {
+                let usable: Vec<PromptFormat> = listed
+                    .iter()
+                    .copied()
+                    .filter(|f| *f == PromptFormat::Plain || chat_template)
+                    .collect();
+                // A base model asked only for chat still gets its plain prompt.
+                if usable.is_empty() {
+                    FormatRule::Fixed {
+                        formats: vec![PromptFormat::Plain],
+                        reason: "listed chat only, but the model has no chat template",
+                    }
+                } else {
+                    FormatRule::Fixed {
+                        formats: usable,
+                        reason: "listed in behavioral.formats",
+                    }
+                }
+            }
+            Formats::Auto if !chat_template => FormatRule::Fixed {
+                formats: vec![PromptFormat::Plain],
+                reason: "auto: the model has no chat template",
+            },
+            Formats::Auto => FormatRule::ChatBaselineDecides,
+        }
+    }
+
+    /// Every format a model may be prompted in whatever its template and its baseline: the
+    /// [`Formats::rule`] of a chat model and of a base model together, plain first.
+    pub fn possible(&self) -> Vec<PromptFormat> {
+        let mut formats = Vec::new();
+        for chat_template in [true, false] {
+            match self.rule(chat_template) {
+                FormatRule::Fixed { formats: f, .. } => formats.extend(f),
+                FormatRule::ChatBaselineDecides => {
+                    formats.extend([PromptFormat::Chat, PromptFormat::Plain])
+                }
+            }
+        }
+        [PromptFormat::Plain, PromptFormat::Chat]
+            .into_iter()
+            .filter(|f| formats.contains(f))
+            .collect()
+    }
 }
 
 /// The `behavioral.formats` entry that asks for [`Formats::Auto`].
@@ -402,6 +504,7 @@ impl Default for Clustering {
 }
 
 impl RunConfig {
+    /// The config in the TOML file `path`, with errors naming the file.
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -583,6 +686,7 @@ impl RunConfig {
         Ok(set)
     }
 
+    /// The split settings of the data crate.
     pub fn split_config(&self) -> SplitConfig {
         SplitConfig {
             seed: self.seed,

@@ -32,7 +32,9 @@ pub struct ModelCosts {
     pub sawmil_fit_s_per_1000_bags: f64,
     /// Fits' worth of time a 3-fold CV search for C costs.
     pub search_fits: f64,
+    /// One Mass-Mean fit.
     pub mass_mean_fit_s: f64,
+    /// One clustering grid.
     pub clustering_s: f64,
 }
 
@@ -90,7 +92,9 @@ fn reference() -> Reference {
 /// Measured and predicted seconds of the units one kind of a model computed on this machine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pace {
+    /// Seconds measured.
     pub measured_s: f64,
+    /// Seconds the reference table predicted for the same units.
     pub reference_s: f64,
 }
 

@@ -4,10 +4,11 @@
 
 use crate::config::RunConfig;
 use crate::io::{read_record, write_jsonl, write_record_vouching};
+use crate::layout::RunLayout;
 use crate::progress::Progress;
 use crate::representational::veracity_activations;
-use crate::stage::{Cell, Handoff, Stage, Tables};
-use crate::unit::{UnitKey, UnitKind};
+use crate::stage::{Cell, CellPlan, Handoff, Stage, Tables};
+use crate::unit::{PlannedUnit, UnitKey, UnitKind, Work};
 use pstat_data::activations::Activations;
 use pstat_data::{Kind, Statement};
 use pstat_familiarity::distance::{pairwise_distances, standardize};
@@ -53,6 +54,25 @@ impl Stage for Familiarity {
         config.familiarity.enabled
     }
 
+    /// One unit: the object-token probabilities of the sample of every kind.
+    fn units(&self, plan: &CellPlan) -> Vec<PlannedUnit> {
+        let data = plan.study.data(plan.domain);
+        let n = plan.study.config.familiarity.statements_per_kind;
+        let statements = Kind::TEXTUAL
+            .iter()
+            .map(|k| data.of_kind(*k).count().min(n))
+            .sum();
+        let done = plan.reads_out()
+            && RunLayout::new(&plan.study.out)
+                .familiarity(plan.model, plan.domain)
+                .exists();
+        vec![PlannedUnit::new(
+            plan.key(UnitKind::ObjectTokens),
+            Work::Statements(statements),
+            done,
+        )]
+    }
+
     fn run(
         &self,
         cell: &Cell,
@@ -82,11 +102,7 @@ fn object_token_table(
         domain,
     } = cell;
     let domain = *domain;
-    let path = study
-        .out
-        .join(&model.name)
-        .join(domain.as_str())
-        .join("familiarity.json");
+    let path = RunLayout::new(&study.out).familiarity(&model.name, domain);
     if let Some(rows) = read_record::<Vec<FamiliarityRow>>(&path, progress)? {
         return Ok(rows);
     }
@@ -101,14 +117,7 @@ fn object_token_table(
     let n = study.config.familiarity.statements_per_kind;
     let mut rng = ChaCha8Rng::seed_from_u64(study.seed_for(&format!("familiarity:{domain}")));
     let mut sample: Vec<&Statement> = Vec::new();
-    for kind in [
-        Kind::True,
-        Kind::False,
-        Kind::FictionalT,
-        Kind::FictionalF,
-        Kind::SyntheticTf,
-        Kind::SyntheticFi,
-    ] {
+    for kind in Kind::TEXTUAL {
         let mut group: Vec<&Statement> = data.of_kind(kind).collect();
         group.shuffle(&mut rng);
         sample.extend(group.into_iter().take(n));

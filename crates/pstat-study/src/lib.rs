@@ -6,6 +6,8 @@
 //! retractions) passes in memory, and a resumed run reads it back through the same typed code.
 //! [`execute_scoped`] runs one shard of a run, and [`merge`] assembles what shards computed.
 
+#![warn(missing_docs)]
+
 pub mod activations;
 pub mod behavioral;
 pub mod clustering;
@@ -14,6 +16,7 @@ pub mod config;
 pub mod costs;
 pub mod familiarity;
 mod io;
+pub mod layout;
 pub mod lock;
 pub mod model;
 pub mod plan;
@@ -21,21 +24,24 @@ pub mod progress;
 pub mod representational;
 pub mod shard;
 pub mod stage;
+pub mod stages;
 pub mod study;
 pub mod tracker;
 pub mod unit;
 pub mod vllm;
 
 pub use config::RunConfig;
+pub use layout::RunLayout;
 pub use lock::RunLock;
 pub use model::LoadedModel;
-pub use plan::{Plan, PlannedUnit};
+pub use plan::Plan;
 pub use progress::{Progress, RunStatus, Silent};
 pub use shard::{Scope, Shard};
-pub use stage::{Cell, Handoff, Stage, Tables};
+pub use stage::{Cell, CellPlan, Handoff, Known, Stage, Tables};
+pub use stages::STAGES;
 pub use study::Study;
 pub use tracker::Tracker;
-pub use unit::{UnitKey, UnitKind, Work};
+pub use unit::{PlannedUnit, UnitKey, UnitKind, Work};
 
 use anyhow::{Context, bail};
 use costs::CostBook;
@@ -43,14 +49,6 @@ use pstat_data::Domain;
 use pstat_data::artifact::{write_atomic, write_json_atomic};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// The stages in the order a run executes them.
-pub const STAGES: [&dyn Stage; 4] = [
-    &representational::Representational,
-    &behavioral::Behavioral,
-    &familiarity::Familiarity,
-    &clustering::Clustering,
-];
 
 /// Runs the stages `config` enables into `out`, then builds the report. Rerunning with the
 /// same config continues where a run stopped; another config into the same folder is refused,
@@ -250,7 +248,7 @@ fn cells_to_run(study: &Study, model: &str, owned: &mut usize) -> anyhow::Result
     let name = model::display_name(model);
     let mut domains = Vec::new();
     for &domain in &study.config.domains {
-        let keys = shard::possible_units(&study.config, &study.conditions, &name, domain)?;
+        let keys = plan::possible_units(study, &name, domain);
         let mine = keys.iter().filter(|k| shard.owns(k)).count();
         if mine > 0 {
             *owned += mine;
@@ -283,7 +281,7 @@ pub fn merge(outs: &[PathBuf], progress: &mut dyn Progress) -> anyhow::Result<()
 
 /// The N of the shards that finished in `out` (`shards/<I>-of-<N>.json`), if they agree.
 fn shard_count(out: &Path) -> anyhow::Result<Option<u32>> {
-    let dir = out.join("shards");
+    let dir = RunLayout::new(out).shards();
     if !dir.exists() {
         return Ok(None);
     }

@@ -26,7 +26,7 @@ impl RunLock {
     }
 
     /// Takes the lock of `out` (which must exist) at once, or fails with
-    /// "<out> is in use by pid N since T" naming the holder.
+    /// "`<out>` is in use by pid N since T" naming the holder.
     pub fn acquire(out: &Path) -> anyhow::Result<Self> {
         Self::take(out, false)
     }

@@ -8,10 +8,13 @@ use pstat_lm::input::StatementEncoder;
 use std::collections::HashMap;
 use std::path::Path;
 
+/// A model loaded once per run, with what every stage reads from it.
 pub struct LoadedModel {
     /// Registry name, or the GGUF file's stem.
     pub name: String,
+    /// The runtime: forward pass, hidden states, scoring.
     pub lm: LanguageModel,
+    /// How statements are tokenized for probing and familiarity.
     pub encoder: StatementEncoder,
 }
 

@@ -4,37 +4,15 @@
 //! folder only — no model is loaded — so `pstat run --dry-run` can print it and a run can
 //! count down against it ([`crate::tracker`]).
 
-use crate::behavioral::Behavioral;
-use crate::clustering::Clustering;
-use crate::config::Formats;
 use crate::costs::CostBook;
-use crate::familiarity::Familiarity;
-use crate::io::read_json;
 use crate::progress::duration;
-use crate::representational::Representational;
-use crate::stage::Stage;
+use crate::stage::{CellPlan, Known};
+use crate::stages::STAGES;
 use crate::study::Study;
-use crate::unit::{UnitKey, UnitKind, Work};
-use pstat_data::{Domain, Kind};
-use pstat_tables::{Baseline, DECISIONS_FILE, Decisions, LayerChoice, Probe, PromptFormat};
+use crate::unit::{PlannedUnit, UnitKey, UnitKind};
+use pstat_data::Domain;
 use serde::Serialize;
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlannedUnit {
-    pub key: UnitKey,
-    /// The probe unit's layer, when the veracity layer is known (fixed in the config or
-    /// already chosen in the out folder).
-    pub layer: Option<usize>,
-    pub work: Work,
-    /// Seconds expected on this machine ([`crate::costs`]).
-    pub estimate_s: Option<f64>,
-    /// Seconds the reference table predicts, before this machine's pace.
-    pub reference_s: Option<f64>,
-    /// The out folder already holds its result.
-    pub done: bool,
-}
+use std::path::Path;
 
 /// One unit of `--dry-run --json`: its key's fields, its stable id and its cost.
 #[derive(Serialize)]
@@ -50,10 +28,14 @@ struct UnitJson<'a> {
     estimate_s: Option<f64>,
 }
 
+/// Every unit of a run, in computing order, with what the run folder already holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// The units, as the stages describe them.
     pub units: Vec<PlannedUnit>,
+    /// Models in the config.
     pub models: usize,
+    /// Domains in the config.
     pub domains: usize,
     /// Where the estimates come from, one phrase per model.
     pub cost_sources: Vec<String>,
@@ -67,27 +49,21 @@ impl Plan {
         let mut cost_sources = Vec::new();
         for name in &config.models {
             let model = crate::model::display_name(name);
-            let chat = chat_template(name);
             let reference = costs.for_model(name, &model);
             cost_sources.push(format!("{model}: {}", reference.source()));
+            let known = Known::Stored {
+                chat_template: chat_template(name),
+                depth: n_layers(&model),
+            };
             for &domain in &config.domains {
                 let cell = CellPlan {
                     study,
                     model: &model,
                     domain,
-                    dir: study.out.join(&model).join(domain.as_str()),
+                    known,
                 };
-                if Representational.enabled(config) {
-                    cell.representational(&mut units);
-                }
-                if Behavioral.enabled(config) {
-                    cell.behavioral(chat, &mut units);
-                }
-                if Familiarity.enabled(config) {
-                    cell.familiarity(&mut units);
-                }
-                if Clustering.enabled(config) {
-                    cell.clustering(&mut units);
+                for stage in STAGES.iter().filter(|s| s.enabled(config)) {
+                    units.extend(stage.units(&cell));
                 }
             }
             // A shard plans its own units only, and the prerequisites of its cells.
@@ -110,6 +86,7 @@ impl Plan {
         }
     }
 
+    /// The units the run folder does not hold yet.
     pub fn pending(&self) -> impl Iterator<Item = &PlannedUnit> {
         self.units.iter().filter(|u| !u.done)
     }
@@ -236,198 +213,24 @@ fn n_layers(name: &str) -> Option<usize> {
     }
 }
 
-/// One (model, domain) of the plan.
-struct CellPlan<'a> {
-    study: &'a Study,
-    model: &'a str,
-    domain: Domain,
-    /// `<out>/<model>/<domain>`.
-    dir: PathBuf,
-}
-
-impl CellPlan<'_> {
-    fn key(&self, kind: UnitKind) -> UnitKey {
-        UnitKey::new(self.model, self.domain, kind)
-    }
-
-    fn unit(&self, key: UnitKey, work: Work, done: bool) -> PlannedUnit {
-        PlannedUnit {
-            key,
-            layer: None,
-            work,
-            estimate_s: None,
-            reference_s: None,
-            done,
-        }
-    }
-
-    fn representational(&self, units: &mut Vec<PlannedUnit>) {
-        let study = self.study;
-        let cfg = &study.config.representational;
-        let dir = crate::stage::stage_dir(
-            &self.study.out,
-            self.model,
-            self.domain,
-            Representational.name(),
-        );
-        // A peek: a damaged record counts as not chosen and is left for the stage to name and
-        // move aside.
-        let layers = crate::representational::layers_path(&dir);
-        let chosen = pstat_data::artifact::read_checked_json::<LayerChoice>(
-            &layers,
-            &crate::io::role_of(&layers),
-        )
-        .ok()
-        .flatten()
-        .map(|c| c.veracity_layer);
-        if cfg.veracity_layer.is_none() {
-            let n = cfg.selection_statements;
-            let statements = study.stratified_train(self.domain, n).len()
-                + study.selection_calibration(self.domain).len();
-            units.push(self.unit(
-                self.key(UnitKind::LayerSelection),
-                Work::Statements(statements),
-                chosen.is_some(),
-            ));
-        }
-        let veracity = cfg.veracity_layer.or(chosen);
-        let bags = study.train_ids(self.domain).len();
-        let conditions = study.conditions.conditions.len();
-        let mut probes = Vec::new();
-        for &probe in &cfg.probes {
-            // The window of the chosen layer (shifted inside the model where needed).
-            // A model whose depth cannot be read without loading it gets no shift at the top.
-            let depth = n_layers(self.model).unwrap_or(u32::MAX as usize);
-            let window = veracity
-                .and_then(|v| pstat_lm::paper::LayerWindow::new(v, cfg.offsets(probe), depth).ok());
-            for &offset in cfg.offsets(probe) {
-                let layer = window.as_ref().and_then(|w| w.layer(offset));
-                let done = layer.is_some_and(|l| {
-                    crate::representational::unit_dir(&dir, probe, l)
-                        .join("unit.json")
-                        .exists()
-                });
-                let work = Work::Fits {
-                    fits: conditions,
-                    bags,
-                    search: probe == Probe::Sawmil && cfg.sawmil_c.is_none(),
-                };
-                let key = UnitKey::probe(self.model, self.domain, probe, offset);
-                probes.push(PlannedUnit {
-                    layer,
-                    ..self.unit(key, work, done)
-                });
-            }
-        }
-        // Extraction is needed only while some probe unit is missing, and never when the
-        // activations are imported (reading them back is not model work).
-        let statements = bags + study.held_out_true(self.domain).len();
-        units.push(self.unit(
-            self.key(UnitKind::Activations),
-            Work::Statements(statements),
-            cfg.activations.is_some() || probes.iter().all(|p| p.done),
-        ));
-        units.extend(probes);
-    }
-
-    fn behavioral(&self, chat: Option<bool>, units: &mut Vec<PlannedUnit>) {
-        let study = self.study;
-        let cfg = &study.config.behavioral;
-        let statements = study.held_out_true(self.domain).len();
-        let decided = read_json::<Decisions>(&study.out.join(DECISIONS_FILE), &mut crate::Silent)
-            .ok()
-            .flatten()
-            .and_then(|d| {
-                d.formats
-                    .into_iter()
-                    .find(|f| f.model == self.model && f.domain == self.domain.as_str())
-            })
-            .map(|f| f.formats);
-        // The studies the stage runs, in its order: (format, K, baseline, baseline only).
-        let mut studies: Vec<(PromptFormat, usize, Baseline, bool)> = Vec::new();
-        let max_k = cfg.k.iter().copied().max().unwrap_or(0);
-        let formats = match (&cfg.formats, chat) {
-            (Formats::Listed(listed), _) => {
-                let usable: Vec<PromptFormat> = listed
-                    .iter()
-                    .copied()
-                    .filter(|f| *f == PromptFormat::Plain || chat != Some(false))
-                    .collect();
-                if usable.is_empty() {
-                    vec![PromptFormat::Plain]
-                } else {
-                    usable
-                }
-            }
-            (Formats::Auto, Some(false)) => vec![PromptFormat::Plain],
-            // A chat model's chat-format baseline decides; until it has, the plan assumes
-            // chat (the paper's format for chat models).
-            (Formats::Auto, _) => {
-                studies.push((PromptFormat::Chat, max_k, Baseline::Empty, true));
-                decided.unwrap_or_else(|| vec![PromptFormat::Chat])
-            }
-        };
-        for &format in &formats {
-            for &k in &cfg.k {
-                for &baseline in &cfg.baselines {
-                    studies.push((format, k, baseline, false));
-                }
-            }
-        }
-        let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
-        for (format, k, baseline, baseline_only) in studies {
-            let spec =
-                crate::behavioral::study_spec(study, self.model, self.domain, format, k, baseline);
-            let Ok(spec_units) = spec.units(&study.conditions) else {
-                continue;
-            };
-            for (condition, draw) in spec_units {
-                if baseline_only && !condition.is_baseline() {
-                    continue;
-                }
-                let files = spec.unit_files(condition, draw);
-                // The empty-context baseline is one unit for every K (and for the chat check).
-                if !seen.insert(files.meta.clone()) {
-                    continue;
-                }
-                let key = UnitKey::prompt(&spec, condition, draw);
-                let work = Work::Prompts {
-                    statements,
-                    k: key.k.unwrap_or(0),
-                };
-                units.push(self.unit(key, work, files.meta.exists()));
-            }
-        }
-    }
-
-    fn familiarity(&self, units: &mut Vec<PlannedUnit>) {
-        let data = self.study.data(self.domain);
-        let n = self.study.config.familiarity.statements_per_kind;
-        let statements = [
-            Kind::True,
-            Kind::False,
-            Kind::FictionalT,
-            Kind::FictionalF,
-            Kind::SyntheticTf,
-            Kind::SyntheticFi,
-        ]
+/// Every unit a (model, domain) of `study` can have that picks a shard, before anything is
+/// known about the model: behavioral units of both formats where `auto` or the model may
+/// choose either. The prerequisites ([`UnitKind::is_prerequisite`]) are computed by whichever
+/// shard needs them, and the clustering by the assembling run only.
+pub fn possible_units(study: &Study, model: &str, domain: Domain) -> Vec<UnitKey> {
+    let cell = CellPlan {
+        study,
+        model,
+        domain,
+        known: Known::Nothing,
+    };
+    STAGES
         .iter()
-        .map(|k| data.of_kind(*k).count().min(n))
-        .sum();
-        units.push(self.unit(
-            self.key(UnitKind::ObjectTokens),
-            Work::Statements(statements),
-            self.dir.join("familiarity.json").exists(),
-        ));
-    }
-
-    fn clustering(&self, units: &mut Vec<PlannedUnit>) {
-        let dir = crate::clustering::cell_dir(&self.study.out, self.model, self.domain);
-        let done = ["result.json", "skipped.json"]
-            .iter()
-            .any(|f| dir.join(f).exists());
-        units.push(self.unit(self.key(UnitKind::Clustering), Work::Grid, done));
-    }
+        .filter(|s| s.enabled(&study.config))
+        .flat_map(|s| s.units(&cell))
+        .map(|u| u.key)
+        .filter(|k| !k.kind.is_prerequisite() && k.kind != UnitKind::Clustering)
+        .collect()
 }
 
 /// The plan of `config` for the out folder `out`, read without writing anything.
@@ -439,6 +242,9 @@ pub fn preview(config: crate::RunConfig, out: &Path) -> anyhow::Result<Plan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::RunConfig;
+    use crate::shard::Shard;
+    use crate::unit::Work;
 
     fn key(kind: UnitKind) -> UnitKey {
         UnitKey::new("m", Domain::CityLocations, kind)
@@ -486,5 +292,26 @@ mod tests {
             plan.summary()[1],
             "estimate: nothing to compute (m: reference)"
         );
+    }
+
+    #[test]
+    fn every_unit_has_exactly_one_shard_and_the_shards_share_the_work() {
+        let out = tempfile::tempdir().unwrap();
+        let study = Study::preview(RunConfig::default(), out.path()).unwrap();
+        let keys = possible_units(&study, "m", Domain::CityLocations);
+        let texts: std::collections::BTreeSet<String> =
+            keys.iter().map(|k| k.canonical()).collect();
+        assert_eq!(texts.len(), keys.len(), "keys are distinct");
+        // 10 probe units, 1 empty baseline + 1 True baseline + 5 perturbations per format, 1
+        // familiarity sample.
+        assert_eq!(keys.len(), 10 + 2 * 7 + 1);
+        let shards: Vec<Shard> = (0..3).map(|index| Shard { index, count: 3 }).collect();
+        let mut per_shard = [0usize; 3];
+        for key in &keys {
+            let owners: Vec<&Shard> = shards.iter().filter(|s| s.owns(key)).collect();
+            assert_eq!(owners.len(), 1, "{}", key.canonical());
+            per_shard[owners[0].index as usize] += 1;
+        }
+        assert!(per_shard.iter().all(|n| *n > 0), "{per_shard:?}");
     }
 }

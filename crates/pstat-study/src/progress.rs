@@ -38,7 +38,9 @@ impl Progress for Silent {
 /// Where a run stands, sent to the caller whenever a unit starts or finishes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunStatus {
+    /// Units computed or found stored so far.
     pub done: usize,
+    /// Units in the plan.
     pub total: usize,
     /// Estimated seconds of the pending units other than the one in flight, rescaled by the
     /// pace this run has measured so far; `None` when some of them have no estimate.
@@ -74,6 +76,7 @@ pub struct RunLog {
 }
 
 impl RunLog {
+    /// The log of the run folder `out` (`run.log`), opened on first use.
     pub fn new(out: &Path) -> Self {
         RunLog {
             path: out.join("run.log"),
@@ -108,6 +111,7 @@ impl RunLog {
 pub struct NetworkWaits;
 
 impl NetworkWaits {
+    /// Sends the HTTP client's waits into `out`'s `run.log` until dropped.
     pub fn report_into(out: &Path) -> Self {
         let log = std::sync::Mutex::new(RunLog::new(out));
         pstat_http::set_reporter(Some(std::sync::Arc::new(move |line: &str| {
@@ -209,6 +213,7 @@ pub struct Lines<W: Write, C: FnMut() -> Duration> {
 }
 
 impl Lines<std::io::Stderr, Box<dyn FnMut() -> Duration>> {
+    /// Lines on stderr, copied into `out`'s `run.log`.
     pub fn stderr(out: &Path, verbosity: Verbosity) -> Self {
         let started = Instant::now();
         Lines::new(
@@ -221,6 +226,7 @@ impl Lines<std::io::Stderr, Box<dyn FnMut() -> Duration>> {
 }
 
 impl<W: Write, C: FnMut() -> Duration> Lines<W, C> {
+    /// Lines into `out` (and `log`), timed by `now`.
     pub fn new(out: W, log: Option<RunLog>, now: C, verbosity: Verbosity) -> Self {
         Lines {
             out,

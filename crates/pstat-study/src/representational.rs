@@ -6,10 +6,9 @@ use crate::io::{read_record, write_json, write_manifest, write_record, write_rec
 use crate::lock::WorkLock;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
-use crate::unit::{UnitKey, UnitKind};
-
-use crate::stage::{Cell, Handoff, Stage, Tables};
+use crate::stage::{Cell, CellPlan, Handoff, Known, Stage, Tables};
 use crate::study::Study;
+use crate::unit::{PlannedUnit, UnitKey, UnitKind, Work};
 use anyhow::{Context, bail};
 use pstat_data::activations::Activations;
 use pstat_data::{Condition, Domain, Kind};
@@ -39,6 +38,80 @@ impl Stage for Representational {
 
     fn enabled(&self, config: &crate::RunConfig) -> bool {
         config.representational.enabled
+    }
+
+    /// The layer selection (unless the config fixes the layer), the activations (needed while
+    /// some probe unit is missing, never when they are imported) and one unit per (probe,
+    /// layer offset).
+    fn units(&self, plan: &CellPlan) -> Vec<PlannedUnit> {
+        let study = plan.study;
+        let cfg = &study.config.representational;
+        let dir = plan.dir(self.name());
+        let depth = match plan.known {
+            Known::Stored { depth, .. } => depth,
+            Known::Nothing => None,
+        };
+        // A peek: a damaged record counts as not chosen and is left for the stage to name and
+        // move aside.
+        let chosen = plan
+            .reads_out()
+            .then(|| {
+                let layers = layers_path(&dir);
+                pstat_data::artifact::read_checked_json::<LayerChoice>(
+                    &layers,
+                    &crate::io::role_of(&layers),
+                )
+                .ok()
+                .flatten()
+            })
+            .flatten()
+            .map(|c| c.veracity_layer);
+        let mut units = Vec::new();
+        if cfg.veracity_layer.is_none() {
+            let n = cfg.selection_statements;
+            let statements = study.stratified_train(plan.domain, n).len()
+                + study.selection_calibration(plan.domain).len();
+            units.push(PlannedUnit::new(
+                plan.key(UnitKind::LayerSelection),
+                Work::Statements(statements),
+                chosen.is_some(),
+            ));
+        }
+        let veracity = cfg.veracity_layer.or(chosen);
+        let bags = study.train_ids(plan.domain).len();
+        let conditions = study.conditions.conditions.len();
+        let mut probes = Vec::new();
+        for &probe in &cfg.probes {
+            // The window of the chosen layer (shifted inside the model where needed).
+            // A model whose depth cannot be read without loading it gets no shift at the top.
+            let depth = depth.unwrap_or(u32::MAX as usize);
+            let window = veracity.and_then(|v| LayerWindow::new(v, cfg.offsets(probe), depth).ok());
+            for &offset in cfg.offsets(probe) {
+                let layer = window.as_ref().and_then(|w| w.layer(offset));
+                let done = plan.reads_out()
+                    && layer.is_some_and(|l| unit_dir(&dir, probe, l).join("unit.json").exists());
+                let work = Work::Fits {
+                    fits: conditions,
+                    bags,
+                    search: probe == Probe::Sawmil && cfg.sawmil_c.is_none(),
+                };
+                let key = UnitKey::probe(plan.model, plan.domain, probe, offset);
+                probes.push(PlannedUnit {
+                    layer,
+                    ..PlannedUnit::new(key, work, done)
+                });
+            }
+        }
+        // Extraction is needed only while some probe unit is missing, and never when the
+        // activations are imported (reading them back is not model work).
+        let statements = bags + study.held_out_true(plan.domain).len();
+        units.push(PlannedUnit::new(
+            plan.key(UnitKind::Activations),
+            Work::Statements(statements),
+            cfg.activations.is_some() || probes.iter().all(|p| p.done),
+        ));
+        units.extend(probes);
+        units
     }
 
     fn run(
@@ -71,8 +144,7 @@ impl Stage for Representational {
         let choice = veracity_layer(cell, progress)?;
         let mut units: Vec<(Probe, i64, usize)> = Vec::new();
         for &probe in &cfg.probes {
-            let window = probe_window(
-                cfg,
+            let window = cfg.window(
                 probe,
                 choice.veracity_layer,
                 model.lm.n_layers(),
@@ -95,45 +167,14 @@ impl Stage for Representational {
                             study, model, *domain, &layers, progress,
                         )?;
                     }
-                    progress.unit(&UnitKey {
-                        probe: Some(probe),
-                        layer_offset: Some(offset),
-                        ..UnitKey::new(&model.name, *domain, UnitKind::Probe)
-                    });
-                    let unit = probe_unit(
-                        study,
-                        &model.name,
-                        *domain,
-                        (probe, layer, layer == choice.veracity_layer),
+                    store_probe_unit(
+                        cell,
+                        (probe, offset, layer),
+                        layer == choice.veracity_layer,
                         &activations[&layer],
                         &unit_dir,
                         progress,
-                    )?;
-                    let path = ProbeUnit::path(&unit_dir);
-                    write_manifest(
-                        &study
-                            .manifest(format!("{probe} layer {layer} {domain}"), *domain)
-                            .with_model(model.lm.sha256(), &model.lm.kernel_isa()),
-                        &path,
-                    )?;
-                    // The record, written last, vouches for what the unit wrote before it.
-                    let mut files = vec![
-                        pstat_data::artifact::Manifest::path_for(&path),
-                        unit_dir.join("probe.json"),
-                    ];
-                    files.extend(
-                        ["failures.json"]
-                            .map(|f| unit_dir.join(f))
-                            .into_iter()
-                            .filter(|f| f.exists()),
-                    );
-                    files.extend(
-                        unit.judgments
-                            .keys()
-                            .map(|c| unit_dir.join(format!("{c}.probe.safetensors"))),
-                    );
-                    write_record_vouching(&path, &unit, &files)?;
-                    unit
+                    )?
                 }
             };
             if !scope.assembles() {
@@ -157,6 +198,62 @@ impl Stage for Representational {
         tables.layers.push(choice);
         Ok(())
     }
+}
+
+/// Computes the probe unit of (`probe`, `offset`) at `layer` into `unit_dir` and stores it:
+/// the probes and the judgments first, then the record that vouches for them.
+fn store_probe_unit(
+    cell: &Cell,
+    (probe, offset, layer): (Probe, i64, usize),
+    controls: bool,
+    acts: &Activations,
+    unit_dir: &Path,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<ProbeUnit> {
+    let Cell {
+        study,
+        model,
+        domain,
+    } = cell;
+    progress.unit(&UnitKey {
+        probe: Some(probe),
+        layer_offset: Some(offset),
+        ..UnitKey::new(&model.name, *domain, UnitKind::Probe)
+    });
+    let unit = probe_unit(
+        study,
+        &model.name,
+        *domain,
+        (probe, layer, controls),
+        acts,
+        unit_dir,
+        progress,
+    )?;
+    let path = ProbeUnit::path(unit_dir);
+    write_manifest(
+        &study
+            .manifest(format!("{probe} layer {layer} {domain}"), *domain)
+            .with_model(model.lm.sha256(), &model.lm.kernel_isa()),
+        &path,
+    )?;
+    // The record, written last, vouches for what the unit wrote before it.
+    let mut files = vec![
+        pstat_data::artifact::Manifest::path_for(&path),
+        unit_dir.join("probe.json"),
+    ];
+    files.extend(
+        ["failures.json"]
+            .map(|f| unit_dir.join(f))
+            .into_iter()
+            .filter(|f| f.exists()),
+    );
+    files.extend(
+        unit.judgments
+            .keys()
+            .map(|c| unit_dir.join(format!("{c}.probe.safetensors"))),
+    );
+    write_record_vouching(&path, &unit, &files)?;
+    Ok(unit)
 }
 
 /// `<cell>/representational/<probe>/layer_<l>`: where one probe unit is stored.
@@ -349,47 +446,28 @@ fn probe_unit(
         seed,
     )
     .with_context(|| format!("{} {domain} {probe} layer {layer}", model))?;
-    let held_out = study.held_out_true(domain);
-    let conditions = &study.conditions.conditions;
-    let base = study.conditions.baseline();
-    let seen = fit.params.training_bags(training.len());
-    // Training bags (of those the fit sees) each Θ labels otherwise than Θ0.
-    let relabelled: HashMap<&str, usize> = base.map_or_else(HashMap::new, |b| {
-        conditions
-            .iter()
-            .map(|c| {
-                let n = training
-                    .relabelled(c, b, seen)
-                    .iter()
-                    .map(|r| r.relabelled)
-                    .sum();
-                (c.name.as_str(), n)
-            })
-            .collect()
-    });
-    let mut jobs: Vec<Job> = conditions.iter().map(Job::Condition).collect();
-    if controls && base.is_some() {
-        jobs.extend((1..=study.config.representational.noise_floor_refits).map(Job::Refit));
-        // Every Θ that relabels anything is matched to the smallest such volume; a Θ already
-        // at it is refit too, so each variant row comes from the same rule.
-        let matched = relabelled.values().copied().filter(|&n| n > 0).min();
-        if let Some(matched) = matched {
-            jobs.extend(
-                study
-                    .conditions
-                    .perturbations()
-                    .filter(|c| relabelled[c.name.as_str()] > 0)
-                    .map(|c| Job::VolumeMatched(c, matched)),
-            );
-        }
-    }
+    let fits = UnitFits {
+        study,
+        model,
+        domain,
+        probe,
+        layer,
+        acts,
+        split,
+        seen: fit.params.training_bags(training.len()),
+        training,
+        fit,
+        held_out: study.held_out_true(domain),
+    };
+    let relabelled = fits.relabelled_counts();
+    let jobs = fits.jobs(controls, &relabelled);
     let record = UnitRecord {
         noise_floor_refits: jobs.iter().filter(|j| matches!(j, Job::Refit(_))).count(),
         volume_matched_bags: jobs.iter().find_map(|j| match j {
             Job::VolumeMatched(_, m) => Some(*m),
             _ => None,
         }),
-        ..fit.record.clone()
+        ..fits.fit.record.clone()
     };
     write_json(&unit.join("probe.json"), &record)?;
     progress.start(
@@ -399,19 +477,104 @@ fn probe_unit(
     let mut done = ProbeUnit {
         rows: Vec::new(),
         judgments: BTreeMap::new(),
-        relabelled: Vec::new(),
+        relabelled: fits.relabelled_rows(),
     };
-    if let Some(baseline) = base {
-        for condition in conditions {
-            done.relabelled.extend(
-                training
-                    .relabelled(condition, baseline, seen)
+    let converged = fits.fit_and_judge(&jobs, unit, &mut done, progress)?;
+    let base = study.conditions.baseline();
+    let Some(baseline) = base.and_then(|b| done.beliefs(&b.name)) else {
+        bail!(
+            "{} {domain} {probe} layer {layer}: the baseline probe could not be fit",
+            model
+        );
+    };
+    let baseline_converged = base.and_then(|b| converged.get(&b.name).copied().flatten());
+    done.rows = fits.stability_rows(&jobs, &done, &baseline, &relabelled, |key| {
+        baseline_converged
+            .zip(converged.get(key).copied().flatten())
+            .map(|(b, p)| b && p)
+    })?;
+    apply_noise_floor(&mut done.rows);
+    Ok(done)
+}
+
+/// The fits of one probe unit: one (model, domain, probe, layer), its training set and the
+/// fitted parameters shared by every Θ.
+struct UnitFits<'a> {
+    study: &'a Study,
+    model: &'a str,
+    domain: Domain,
+    probe: Probe,
+    layer: usize,
+    acts: &'a Activations,
+    split: pstat_data::SplitAssignment,
+    training: ConditionTraining,
+    fit: UnitFit,
+    /// Training bags the fit sees.
+    seen: usize,
+    held_out: Vec<String>,
+}
+
+impl UnitFits<'_> {
+    /// Training bags (of those the fit sees) each Θ labels otherwise than Θ0.
+    fn relabelled_counts(&self) -> HashMap<String, usize> {
+        let Some(base) = self.study.conditions.baseline() else {
+            return HashMap::new();
+        };
+        self.study
+            .conditions
+            .conditions
+            .iter()
+            .map(|c| {
+                let n = self
+                    .training
+                    .relabelled(c, base, self.seen)
+                    .iter()
+                    .map(|r| r.relabelled)
+                    .sum();
+                (c.name.clone(), n)
+            })
+            .collect()
+    }
+
+    /// Every Θ, and at the veracity layer (`controls`) the noise-floor refits and the
+    /// volume-matched variants.
+    fn jobs(&self, controls: bool, relabelled: &HashMap<String, usize>) -> Vec<Job<'_>> {
+        let conditions = &self.study.conditions;
+        let mut jobs: Vec<Job> = conditions.conditions.iter().map(Job::Condition).collect();
+        if controls && conditions.baseline().is_some() {
+            let refits = self.study.config.representational.noise_floor_refits;
+            jobs.extend((1..=refits).map(Job::Refit));
+            // Every Θ that relabels anything is matched to the smallest such volume; a Θ
+            // already at it is refit too, so each variant row comes from the same rule.
+            let matched = relabelled.values().copied().filter(|&n| n > 0).min();
+            if let Some(matched) = matched {
+                jobs.extend(
+                    conditions
+                        .perturbations()
+                        .filter(|c| relabelled[c.name.as_str()] > 0)
+                        .map(|c| Job::VolumeMatched(c, matched)),
+                );
+            }
+        }
+        jobs
+    }
+
+    /// Per Θ and kind: the training bags the probe saw and how many Θ relabelled.
+    fn relabelled_rows(&self) -> Vec<RelabelledRow> {
+        let Some(baseline) = self.study.conditions.baseline() else {
+            return Vec::new();
+        };
+        let mut rows = Vec::new();
+        for condition in &self.study.conditions.conditions {
+            rows.extend(
+                self.training
+                    .relabelled(condition, baseline, self.seen)
                     .into_iter()
                     .map(|r| RelabelledRow {
-                        model: model.to_string(),
-                        domain: domain.to_string(),
-                        probe,
-                        layer,
+                        model: self.model.to_string(),
+                        domain: self.domain.to_string(),
+                        probe: self.probe,
+                        layer: self.layer,
                         condition: condition.name.clone(),
                         kind: r.kind.as_str().to_string(),
                         bags: r.bags,
@@ -419,25 +582,27 @@ fn probe_unit(
                     }),
             );
         }
+        rows
     }
-    // Every fit is independent and single-threaded (one QP at a time), so the fits run in
-    // parallel; the results are used in job order, so nothing written depends on the number
-    // of threads.
-    let run_job = |job: &Job| -> anyhow::Result<TrainedProbe> {
+
+    /// The probe of one job.
+    fn run_job(&self, job: &Job) -> anyhow::Result<TrainedProbe> {
+        let (study, model, domain, layer) = (self.study, self.model, self.domain, self.layer);
+        let base = study.conditions.baseline();
         let fitted = match *job {
-            Job::Condition(condition) => fit.fit(&training, condition),
+            Job::Condition(condition) => self.fit.fit(&self.training, condition),
             Job::Refit(i) => {
                 let base = base.expect("refits only beside a baseline");
                 let refit_seed =
                     study.seed_for(&format!("probe-refit:{model}:{domain}:{layer}:{i}"));
                 refit(
-                    &training,
-                    &split,
+                    &self.training,
+                    &self.split,
                     study.data(domain),
-                    acts,
+                    self.acts,
                     base,
-                    fit.params.as_ref(),
-                    probe,
+                    self.fit.params.as_ref(),
+                    self.probe,
                     refit_seed,
                 )
             }
@@ -447,99 +612,127 @@ fn probe_unit(
                     "volume-matched:{model}:{domain}:{layer}:{}",
                     condition.name
                 ));
-                volume_matched(&training, condition, base, seen, matched, vm_seed)
-                    .and_then(|set| fit.params.fit(&set))
+                volume_matched(&self.training, condition, base, self.seen, matched, vm_seed)
+                    .and_then(|set| self.fit.params.fit(&set))
             }
         };
         Ok(fitted?)
-    };
-    let fits: Vec<anyhow::Result<TrainedProbe>> = jobs.par_iter().map(run_job).collect();
-    let mut failures = Vec::new();
-    // Per judgment key: whether its fit converged (sAwMIL; `None` for Mass-Mean).
-    let mut converged: HashMap<String, Option<bool>> = HashMap::new();
-    for (job, result) in jobs.iter().zip(fits) {
-        let (condition, resample) = job.names();
-        let key = judgment_key(&condition, resample.as_deref());
-        match result {
-            Ok(trained) => {
-                converged.insert(key.clone(), trained.converged);
-                let judged = judge(&trained, acts, &held_out)?;
-                // The probe itself, so anyone can reload and rescore it (`pstat sawmil
-                // predict`); the unit's record, written last, marks the unit done.
-                trained.save(&unit.join(format!("{key}.probe.safetensors")))?;
-                done.judgments.insert(key, judged);
+    }
+
+    /// Fits every job, judges the held-out statements with each probe and saves it into
+    /// `unit`; returns per judgment key whether its fit converged (sAwMIL; `None` for
+    /// Mass-Mean). A degenerate fit is recorded in `failures.json`, not fatal.
+    fn fit_and_judge(
+        &self,
+        jobs: &[Job],
+        unit: &Path,
+        done: &mut ProbeUnit,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<HashMap<String, Option<bool>>> {
+        // Every fit is independent and single-threaded (one QP at a time), so the fits run in
+        // parallel; the results are used in job order, so nothing written depends on the
+        // number of threads.
+        let fits: Vec<anyhow::Result<TrainedProbe>> =
+            jobs.par_iter().map(|job| self.run_job(job)).collect();
+        let mut failures = Vec::new();
+        let mut converged: HashMap<String, Option<bool>> = HashMap::new();
+        for (job, result) in jobs.iter().zip(fits) {
+            let (condition, resample) = job.names();
+            let key = judgment_key(&condition, resample.as_deref());
+            match result {
+                Ok(trained) => {
+                    converged.insert(key.clone(), trained.converged);
+                    let judged = judge(&trained, self.acts, &self.held_out)?;
+                    // The probe itself, so anyone can reload and rescore it (`pstat sawmil
+                    // predict`); the unit's record, written last, marks the unit done.
+                    trained.save(&unit.join(format!("{key}.probe.safetensors")))?;
+                    done.judgments.insert(key, judged);
+                }
+                // A degenerate fit (w = 0 optimal) is recorded, not fatal: its rates stay
+                // undefined.
+                Err(e) => failures.push(format!("{key}: {e}")),
             }
-            // A degenerate fit (w = 0 optimal) is recorded, not fatal: its rates stay undefined.
-            Err(e) => failures.push(format!("{key}: {e}")),
+            progress.advance(1);
         }
-        progress.advance(1);
-    }
-    progress.finish(false);
-    if !failures.is_empty() {
-        write_json(&unit.join("failures.json"), &failures)?;
-        progress.note(&format!(
-            "warning: {} {domain} {probe} layer {layer}: {}",
-            model,
-            failures.join("; ")
-        ));
-    }
-    let Some(baseline) = base.and_then(|b| done.beliefs(&b.name)) else {
-        bail!(
-            "{} {domain} {probe} layer {layer}: the baseline probe could not be fit",
-            model
-        );
-    };
-    let bootstrap = Bootstrap {
-        resamples: study.config.bootstrap_resamples,
-        seed: study.seed_for(&format!("bootstrap:{}:{domain}:{probe}:{layer}", model)),
-    };
-    let baseline_converged = base.and_then(|b| converged.get(&b.name).copied().flatten());
-    for job in &jobs {
-        let (condition, resample) = job.names();
-        if matches!(job, Job::Condition(c) if c.is_baseline()) {
-            continue;
+        progress.finish(false);
+        if !failures.is_empty() {
+            write_json(&unit.join("failures.json"), &failures)?;
+            progress.note(&format!(
+                "warning: {} {} {} layer {}: {}",
+                self.model,
+                self.domain,
+                self.probe,
+                self.layer,
+                failures.join("; ")
+            ));
         }
-        let key = judgment_key(&condition, resample.as_deref());
-        let Some(perturbed) = done.beliefs(&key) else {
-            continue;
-        };
-        let cmp = compare(&held_out, &baseline, &perturbed)?;
-        let row_key = RowKey {
-            model: model.to_string(),
-            domain: domain.to_string(),
-            instantiation: Instantiation::Representational,
-            probe,
-            layer: Some(layer),
-            condition: condition.clone(),
-            resample,
-            ..RowKey::default()
-        };
-        let perturbed_converged = converged.get(&key).copied().flatten();
-        done.rows.push(StabilityRow {
-            c: fit.record.c,
-            converged: baseline_converged
-                .zip(perturbed_converged)
-                .map(|(b, p)| b && p),
-            relabelled: Some(match job {
-                Job::Condition(c) => relabelled.get(c.name.as_str()).copied().unwrap_or(0),
-                Job::Refit(_) => 0,
-                Job::VolumeMatched(_, matched) => *matched,
-            }),
-            ..stability_row(row_key, &cmp, bootstrap)
-        });
+        Ok(converged)
     }
-    let floor = NoiseFloor::of(&done.rows);
-    for row in done
-        .rows
-        .iter_mut()
-        .filter(|r| r.condition != BASELINE_REFIT)
-    {
+
+    /// One stability row per perturbed job against the baseline's beliefs; `converged`
+    /// tells whether both fits of a judgment key converged.
+    fn stability_rows(
+        &self,
+        jobs: &[Job],
+        done: &ProbeUnit,
+        baseline: &Judgments,
+        relabelled: &HashMap<String, usize>,
+        converged: impl Fn(&str) -> Option<bool>,
+    ) -> anyhow::Result<Vec<StabilityRow>> {
+        let (study, domain, probe, layer) = (self.study, self.domain, self.probe, self.layer);
+        let bootstrap = Bootstrap {
+            resamples: study.config.bootstrap_resamples,
+            seed: study.seed_for(&format!(
+                "bootstrap:{}:{domain}:{probe}:{layer}",
+                self.model
+            )),
+        };
+        let mut rows = Vec::new();
+        for job in jobs {
+            let (condition, resample) = job.names();
+            if matches!(job, Job::Condition(c) if c.is_baseline()) {
+                continue;
+            }
+            let key = judgment_key(&condition, resample.as_deref());
+            let Some(perturbed) = done.beliefs(&key) else {
+                continue;
+            };
+            let cmp = compare(&self.held_out, baseline, &perturbed)?;
+            let row_key = RowKey {
+                model: self.model.to_string(),
+                domain: domain.to_string(),
+                instantiation: Instantiation::Representational,
+                probe,
+                layer: Some(layer),
+                condition: condition.clone(),
+                resample,
+                ..RowKey::default()
+            };
+            rows.push(StabilityRow {
+                c: self.fit.record.c,
+                converged: converged(&key),
+                relabelled: Some(match job {
+                    Job::Condition(c) => relabelled.get(c.name.as_str()).copied().unwrap_or(0),
+                    Job::Refit(_) => 0,
+                    Job::VolumeMatched(_, matched) => *matched,
+                }),
+                ..stability_row(row_key, &cmp, bootstrap)
+            });
+        }
+        Ok(rows)
+    }
+}
+
+/// Every row but the refits' own gets the noise floor (the largest refit retraction rate)
+/// and whether its retraction rate exceeds it.
+fn apply_noise_floor(rows: &mut [StabilityRow]) {
+    let floor = NoiseFloor::of(rows);
+    for row in rows.iter_mut().filter(|r| r.condition != BASELINE_REFIT) {
         if let Some(max) = floor.max {
             row.floor_retraction_rate = Some(max);
             row.exceeds_floor = row.retraction_rate.map(|r| r > max);
         }
     }
-    Ok(done)
 }
 
 /// The baseline refit with unchanged labels: sAwMIL on another seeded shuffle of the same
@@ -752,19 +945,6 @@ pub fn veracity_activations<'h>(
     Ok((layer, handoff.activations.as_ref().expect("set above")))
 }
 
-/// The layers `probe` is retrained at around `veracity`: its configured offsets, the window
-/// shifted inside 1..=n_layers where it would leave the model ([`LayerWindow`]).
-pub fn probe_window(
-    cfg: &crate::config::Representational,
-    probe: Probe,
-    veracity: usize,
-    n_layers: usize,
-    model: &str,
-) -> anyhow::Result<LayerWindow> {
-    LayerWindow::new(veracity, cfg.offsets(probe), n_layers)
-        .map_err(|e| anyhow::anyhow!("{model}: {probe} layers: {e}"))
-}
-
 /// The veracity layer of a (model, domain), persisted in `layers.json`: a layer fixed in the
 /// run config wins; else the paper's Table A3 layer when the model is one of the paper's (the
 /// authors' block l is pstat's layer l + 1, see [`pstat_lm::paper`]); else the criterion the
@@ -822,7 +1002,7 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
     let mut choice = choice;
     let cfg = &study.config.representational;
     for &probe in &cfg.probes {
-        let window = probe_window(cfg, probe, choice.veracity_layer, n_layers, &model.name)?;
+        let window = cfg.window(probe, choice.veracity_layer, n_layers, &model.name)?;
         if let Some(note) = window.note() {
             choice.window.push(format!("{probe}: {note}"));
         }
@@ -832,9 +1012,9 @@ pub fn veracity_layer(cell: &Cell, progress: &mut dyn Progress) -> anyhow::Resul
 }
 
 /// `<cell>/representational/layers.json`: the cell's veracity-layer choice and its curve, a
-/// hash-checked record like a unit's ([`write_record`]): every later stage and every resumed
+/// hash-checked record like a unit's (`write_record`): every later stage and every resumed
 /// run reads the layer from it, so a garbled digit would move every probe to another layer.
-/// A damaged one is moved aside and the choice recomputed ([`read_record`]).
+/// A damaged one is moved aside and the choice recomputed (`read_record`).
 pub fn layers_path(representational: &Path) -> PathBuf {
     representational.join("layers.json")
 }
@@ -857,7 +1037,7 @@ fn activation_budget() -> usize {
 /// layer with l±2 neighbours a baseline sAwMIL probe (Θ0's labels, all tokens, C = 1) is fit on
 /// `train` and scores the calibration split (bag score = max over tokens), giving the average
 /// precision of True against Not True. Upstream takes the layer of the best AP; pstat takes the
-/// lowest layer whose window l−2..l+2 has a mean AP within [`SELECTION_TOLERANCE`] of the best,
+/// lowest layer whose window l−2..l+2 has a mean AP within `SELECTION_TOLERANCE` of the best,
 /// because P-StaT reads that whole window (Appendix F) and because a single layer's AP moves
 /// with the training sample by more than the gaps between neighbouring layers. The curve is
 /// recorded.

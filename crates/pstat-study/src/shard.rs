@@ -10,11 +10,8 @@
 //! the behavioral prompt format — is computed by whichever shard needs it first, under a file
 //! lock, and read by the others (see docs/scale-out.md).
 
-use crate::config::{Formats, RunConfig};
 use crate::unit::{UnitKey, UnitKind};
-use anyhow::{Context, bail};
-use pstat_data::{ConditionSet, Domain};
-use pstat_prompt::{ContextSpec, PromptFormat, StudySpec};
+use anyhow::bail;
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
@@ -23,7 +20,9 @@ use std::str::FromStr;
 /// `JOB_COMPLETION_INDEX` count): `--shard 0/3`, `1/3`, `2/3`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
+    /// This shard's number, from 0.
     pub index: u32,
+    /// How many shards share the run.
     pub count: u32,
 }
 
@@ -59,7 +58,8 @@ impl Shard {
 
     /// `shards/<I>-of-<N>.json`: written when the shard has computed all its units.
     pub fn done_file(&self, out: &Path) -> std::path::PathBuf {
-        out.join("shards")
+        crate::layout::RunLayout::new(out)
+            .shards()
             .join(format!("{}-of-{}.json", self.index, self.count))
     }
 }
@@ -67,11 +67,14 @@ impl Shard {
 /// What this process computes (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
+    /// Every missing unit, then the tables and the report.
     All,
+    /// This shard's missing units only.
     Shard(Shard),
-    /// Assemble only; `shards` is the N of the shard runs found in the folder, if any, to
-    /// name the shard of a missing unit.
+    /// Assemble only.
     Merge {
+        /// The N of the shard runs found in the folder, if any, to name the shard of a
+        /// missing unit.
         shards: Option<u32>,
     },
 }
@@ -130,66 +133,6 @@ impl Scope {
     }
 }
 
-/// Every unit a (model, domain) of `config` can have, before anything is known about the
-/// model: behavioral units of both formats where `auto` or the model may choose either.
-pub fn possible_units(
-    config: &RunConfig,
-    conditions: &ConditionSet,
-    model: &str,
-    domain: Domain,
-) -> anyhow::Result<Vec<UnitKey>> {
-    let mut keys = Vec::new();
-    let rep = &config.representational;
-    if rep.enabled {
-        for &probe in &rep.probes {
-            for &offset in rep.offsets(probe) {
-                keys.push(UnitKey::probe(model, domain, probe, offset));
-            }
-        }
-    }
-    let cfg = &config.behavioral;
-    if cfg.enabled {
-        let mut formats = vec![PromptFormat::Plain];
-        if matches!(&cfg.formats, Formats::Auto)
-            || matches!(&cfg.formats, Formats::Listed(l) if l.contains(&PromptFormat::Chat))
-        {
-            formats.push(PromptFormat::Chat);
-        }
-        for format in formats {
-            for &k in &cfg.k {
-                for &baseline in &cfg.baselines {
-                    let spec = StudySpec {
-                        model: model.to_string(),
-                        domain,
-                        format,
-                        context: ContextSpec {
-                            k,
-                            baseline,
-                            seed: 0,
-                            allow_fewer: cfg.allow_fewer,
-                            protocol: config.protocol,
-                        },
-                        resamples: cfg.resamples,
-                        shuffle_control: cfg.shuffle_control,
-                        dir: Default::default(),
-                    };
-                    for (condition, draw) in spec.units(conditions).context("behavioral units")? {
-                        let key = UnitKey::prompt(&spec, condition, draw);
-                        // Units shared by several (K, baseline) specs are listed once.
-                        if !keys.contains(&key) {
-                            keys.push(key);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    if config.familiarity.enabled {
-        keys.push(UnitKey::new(model, domain, UnitKind::ObjectTokens));
-    }
-    Ok(keys)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,26 +147,5 @@ mod tests {
             let err = bad.parse::<Shard>().unwrap_err().to_string();
             assert!(err.contains("expected I/N"), "{bad}: {err}");
         }
-    }
-
-    #[test]
-    fn every_unit_has_exactly_one_shard_and_the_shards_share_the_work() {
-        let config = RunConfig::default();
-        let conditions = config.conditions().unwrap();
-        let keys = possible_units(&config, &conditions, "m", Domain::CityLocations).unwrap();
-        let texts: std::collections::BTreeSet<String> =
-            keys.iter().map(|k| k.canonical()).collect();
-        assert_eq!(texts.len(), keys.len(), "keys are distinct");
-        // 10 probe units, 1 empty baseline + 1 True baseline + 5 perturbations per format, 1
-        // familiarity sample.
-        assert_eq!(keys.len(), 10 + 2 * 7 + 1);
-        let shards: Vec<Shard> = (0..3).map(|index| Shard { index, count: 3 }).collect();
-        let mut per_shard = [0usize; 3];
-        for key in &keys {
-            let owners: Vec<&Shard> = shards.iter().filter(|s| s.owns(key)).collect();
-            assert_eq!(owners.len(), 1, "{}", key.canonical());
-            per_shard[owners[0].index as usize] += 1;
-        }
-        assert!(per_shard.iter().all(|n| *n > 0), "{per_shard:?}");
     }
 }

@@ -3,6 +3,7 @@
 //! stages of the same cell need.
 
 use crate::config::RunConfig;
+use crate::layout::RunLayout;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
 use crate::study::Study;
@@ -19,8 +20,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// One (model, domain) of a run.
 pub struct Cell<'a> {
+    /// The run.
     pub study: &'a Study,
+    /// The model, loaded.
     pub model: &'a LoadedModel,
+    /// The domain.
     pub domain: Domain,
 }
 
@@ -31,14 +35,14 @@ impl Cell<'_> {
     }
 }
 
-/// `<out>/<model>/<domain>/<stage>`.
+/// `<out>/<model>/<domain>/<stage>` ([`RunLayout::stage`]).
 pub fn stage_dir(
     out: &std::path::Path,
     model: &str,
     domain: Domain,
     stage: &str,
 ) -> std::path::PathBuf {
-    out.join(model).join(domain.as_str()).join(stage)
+    RunLayout::new(out).stage(model, domain, stage)
 }
 
 /// What the stages of one cell hand each other.
@@ -48,6 +52,7 @@ pub struct Handoff {
     pub layer: Option<LayerChoice>,
     /// Activations of the probed statements at the veracity layer, as the cache returns them.
     pub activations: Option<Activations>,
+    /// What the main configurations retracted, for the clustering.
     pub retractions: Retractions,
 }
 
@@ -57,7 +62,9 @@ pub struct Handoff {
 /// layer and the prompt at the main K, empty baseline and main format add to it.
 #[derive(Debug, Default)]
 pub struct Retractions {
+    /// Per statement id: the `instantiation:condition` labels that retract it.
     pub types: BTreeMap<String, BTreeSet<String>>,
+    /// Statements some instantiation believed at baseline.
     pub believed_at_baseline: BTreeSet<String>,
 }
 
@@ -77,10 +84,11 @@ impl Retractions {
         formats: &[pstat_tables::PromptFormat],
     ) -> bool {
         baseline == pstat_tables::Baseline::Empty
-            && Some(k) == ks.iter().copied().max()
+            && Some(k) == pstat_tables::main_k(ks.iter().copied())
             && Some(&format) == formats.first()
     }
 
+    /// Adds the statements `perturbed` retracts from `baseline` under `condition`.
     pub fn add(
         &mut self,
         instantiation: pstat_tables::Instantiation,
@@ -103,11 +111,60 @@ impl Retractions {
     }
 }
 
+/// One (model, domain) of a plan, before any model is loaded.
+pub struct CellPlan<'a> {
+    /// The study planned.
+    pub study: &'a Study,
+    /// The model's name in the run folder ([`crate::model::display_name`]).
+    pub model: &'a str,
+    /// The domain.
+    pub domain: Domain,
+    /// What is known of the model and of the out folder.
+    pub known: Known,
+}
+
+/// What a plan knows of a cell beyond its config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Known {
+    /// Nothing: every unit the cell can have, whatever the model and its choices turn out to
+    /// be, none of them stored (which units a shard owns, decided before anything is computed).
+    Nothing,
+    /// What the registry or the model file's header tells without loading weights, and what
+    /// the out folder holds (a run's plan).
+    Stored {
+        /// Whether the model has a chat template (`None`: unknown; chat is assumed).
+        chat_template: Option<bool>,
+        /// The model's number of decoder blocks (`None`: unknown).
+        depth: Option<usize>,
+    },
+}
+
+impl CellPlan<'_> {
+    /// The key of this cell's unit of `kind`.
+    pub fn key(&self, kind: crate::unit::UnitKind) -> crate::unit::UnitKey {
+        crate::unit::UnitKey::new(self.model, self.domain, kind)
+    }
+
+    /// `<out>/<model>/<domain>/<stage>`.
+    pub fn dir(&self, stage: &str) -> std::path::PathBuf {
+        stage_dir(&self.study.out, self.model, self.domain, stage)
+    }
+
+    /// Whether the out folder is read for what it holds.
+    pub fn reads_out(&self) -> bool {
+        matches!(self.known, Known::Stored { .. })
+    }
+}
+
 /// A stage of the study.
 pub trait Stage: Sync {
     /// Its name in headings and in the run folder.
     fn name(&self) -> &'static str;
+    /// Whether `config` runs it.
     fn enabled(&self, config: &RunConfig) -> bool;
+    /// The units it computes for `cell`, in the order it computes them.
+    fn units(&self, cell: &CellPlan) -> Vec<crate::unit::PlannedUnit>;
+    /// Computes (or reads back) its units of `cell` and adds their rows to `tables`.
     fn run(
         &self,
         cell: &Cell,
@@ -120,24 +177,34 @@ pub trait Stage: Sync {
 /// The tables at the top of the run folder, rebuilt from the units' results.
 #[derive(Default)]
 pub struct Tables {
+    /// `stability.csv`.
     pub stability: Vec<StabilityRow>,
     /// Paired tests of the compared conditions, before Holm's correction within families.
     pub comparisons: Vec<ComparisonRow>,
+    /// `layers.json`.
     pub layers: Vec<LayerChoice>,
     /// Per probe unit, Θ and kind: training bags seen and relabelled relative to Θ0.
     pub relabelled: Vec<RelabelledRow>,
+    /// `familiarity.csv`.
     pub familiarity: Vec<FamiliarityRow>,
+    /// `distances.csv`.
     pub distances: Vec<DistanceRow>,
+    /// `answers.csv`.
     pub answers: Vec<AnswerRow>,
+    /// `resamples.csv`.
     pub resamples: Vec<ResampleRow>,
+    /// `clusters.csv`.
     pub clusters: Vec<ClusterRow>,
+    /// `themes.csv`.
     pub themes: Vec<ThemeRow>,
+    /// The labelled clusters the theme table is built from (`themes.json`).
     pub labeled: Vec<pstat_contrast::themes::LabeledCluster>,
     /// The prompt formats chosen per (model, domain).
     pub formats: Vec<FormatDecision>,
 }
 
 impl Tables {
+    /// Writes every table, `decisions.json` and their manifests into the run folder.
     pub fn write(&self, study: &Study, progress: &mut dyn Progress) -> anyhow::Result<()> {
         let out = &study.out;
         write_table(out, &self.stability)?;

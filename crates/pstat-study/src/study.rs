@@ -14,13 +14,20 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// A run opened on its folder: the config, the data and splits of every domain, the
+/// condition set, and which units this process computes. What every stage reads.
 pub struct Study {
+    /// The run's config.
     pub config: RunConfig,
+    /// sha256 of the config as stored, recorded in every manifest.
     pub config_hash: String,
+    /// The run folder.
     pub out: PathBuf,
+    /// Θ0 and the perturbations: Table 2's six and the config's own.
     pub conditions: ConditionSet,
     /// Every domain's data and split, in `Domain::ALL` order (index i belongs to domain i).
     pub datasets: Vec<Dataset>,
+    /// Every domain's exclusive split, in the same order.
     pub splits: Vec<SplitAssignment>,
     /// Which units this process computes: all of them (set by [`Study::open`]), a shard's, or
     /// none (a merge).
@@ -104,10 +111,12 @@ impl Study {
         })
     }
 
+    /// The statements of `domain`.
     pub fn data(&self, domain: Domain) -> &Dataset {
         &self.datasets[domain_index(domain)]
     }
 
+    /// The split of `domain`.
     pub fn split(&self, domain: Domain) -> &SplitAssignment {
         &self.splits[domain_index(domain)]
     }
@@ -229,6 +238,7 @@ impl Study {
         pstat_data::artifact::sha256_hex(joined.join("\n").as_bytes())
     }
 
+    /// The manifest of an artifact of `domain`: the config's and the data's hashes and the seed.
     pub fn manifest(&self, artifact: impl Into<String>, domain: Domain) -> Manifest {
         Manifest::new(
             artifact,

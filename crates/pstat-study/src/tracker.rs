@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 /// first short units do not swing the ETA.
 const PACE_PRIOR_S: f64 = 60.0;
 
+/// A [`Progress`] that counts a run down against its [`Plan`] and rescales the estimates by
+/// the pace it measures.
 pub struct Tracker<'p> {
     inner: &'p mut dyn Progress,
     plan: Plan,
@@ -28,6 +30,7 @@ pub struct Tracker<'p> {
 }
 
 impl<'p> Tracker<'p> {
+    /// Counts `plan` down, reporting to `inner`; `costs` learns this machine's pace.
     pub fn new(plan: Plan, costs: CostBook, inner: &'p mut dyn Progress) -> Self {
         let started = Instant::now();
         Self::with_clock(plan, costs, inner, Box::new(move || started.elapsed()))
@@ -163,7 +166,7 @@ impl Progress for Tracker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::PlannedUnit;
+    use crate::unit::PlannedUnit;
     use crate::unit::{UnitKind, Work};
     use pstat_prompt::Progress as _;
     use pstat_tables::{Baseline, PromptFormat};

@@ -30,6 +30,7 @@ pub enum UnitKind {
 }
 
 impl UnitKind {
+    /// Its spelling in unit ids and `--dry-run --json`.
     pub fn as_str(self) -> &'static str {
         match self {
             UnitKind::LayerSelection => "layer_selection",
@@ -52,6 +53,12 @@ impl UnitKind {
             UnitKind::Clustering => "retraction clustering",
         }
     }
+
+    /// Whether every unit of a cell needs it first (the veracity layer and the activations):
+    /// whichever shard needs it computes it, so it picks no shard of its own.
+    pub fn is_prerequisite(self) -> bool {
+        matches!(self, UnitKind::LayerSelection | UnitKind::Activations)
+    }
 }
 
 /// Identifies a unit of a run, the same in every run of a config. Fields that do not apply to
@@ -59,19 +66,25 @@ impl UnitKind {
 /// the behavioral stage announces a whole (format, baseline) study that way.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct UnitKey {
+    /// The model's name in the run folder.
     pub model: String,
+    /// The domain.
     pub domain: Domain,
+    /// What the unit computes.
     pub kind: UnitKind,
+    /// The probe of a probe unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<Probe>,
     /// Offset from the veracity layer (known before the layer is chosen).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer_offset: Option<i64>,
+    /// The prompt format of a behavioral unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<PromptFormat>,
     /// Context size; `None` for the empty-context baseline, which every K shares.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k: Option<usize>,
+    /// The baseline of a behavioral baseline unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
     /// Θ: the condition's name.
@@ -83,6 +96,7 @@ pub struct UnitKey {
 }
 
 impl UnitKey {
+    /// The key of `kind` for (model, domain), with no other field set.
     pub fn new(model: &str, domain: Domain, kind: UnitKind) -> Self {
         UnitKey {
             model: model.to_string(),
@@ -200,6 +214,39 @@ impl fmt::Display for UnitKey {
     }
 }
 
+/// A unit of a run's plan: its key, its size, its estimated cost and whether the out folder
+/// already holds it. Each stage describes its own ([`crate::Stage::units`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedUnit {
+    /// Which unit.
+    pub key: UnitKey,
+    /// The probe unit's layer, when the veracity layer is known (fixed in the config or
+    /// already chosen in the out folder).
+    pub layer: Option<usize>,
+    /// How much work it is.
+    pub work: Work,
+    /// Seconds expected on this machine ([`crate::costs`]).
+    pub estimate_s: Option<f64>,
+    /// Seconds the reference table predicts, before this machine's pace.
+    pub reference_s: Option<f64>,
+    /// The out folder already holds its result.
+    pub done: bool,
+}
+
+impl PlannedUnit {
+    /// A unit of `work`, without a layer or an estimate yet.
+    pub fn new(key: UnitKey, work: Work, done: bool) -> Self {
+        PlannedUnit {
+            key,
+            layer: None,
+            work,
+            estimate_s: None,
+            reference_s: None,
+            done,
+        }
+    }
+}
+
 /// How much work a unit is, in the measure its cost is estimated from.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -207,11 +254,19 @@ pub enum Work {
     /// Statements fed through the model.
     Statements(usize),
     /// Held-out statements judged after a context of `k` statements.
-    Prompts { statements: usize, k: usize },
+    Prompts {
+        /// Held-out statements judged.
+        statements: usize,
+        /// The context size.
+        k: usize,
+    },
     /// Probe fits (one per Θ) on `bags` training bags; `search`: sAwMIL's C is chosen by CV.
     Fits {
+        /// Fits, one per Θ.
         fits: usize,
+        /// Training bags.
         bags: usize,
+        /// Whether sAwMIL's C is searched first.
         search: bool,
     },
     /// One clustering grid.

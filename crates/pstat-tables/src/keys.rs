@@ -98,6 +98,30 @@ key_enum!(
     }
 );
 
+/// Baselines smaller than this make a retraction rate too noisy to mean anything; such rows
+/// are flagged in the table and the report, and `auto` prompts such a chat model in plain.
+pub const MIN_BASELINE_TRUE: usize = 20;
+
+impl PromptFormat {
+    /// The `auto` rule for a chat model: chat (the paper prompts chat models in chat) unless
+    /// its chat-format empty baseline judges fewer than [`MIN_BASELINE_TRUE`] held-out True
+    /// statements True, then plain. A small chat model can answer "c" to every chat-formatted
+    /// question (SmolLM2-135M: B_true = 0), and rates against an empty belief set say nothing.
+    pub fn auto(chat_baseline_true: usize) -> PromptFormat {
+        if chat_baseline_true >= MIN_BASELINE_TRUE {
+            PromptFormat::Chat
+        } else {
+            PromptFormat::Plain
+        }
+    }
+}
+
+/// The main context size of a behavioral study: the largest K (the paper's K = 100; the
+/// smaller ones are robustness checks). `None` when no K is given.
+pub fn main_k(ks: impl IntoIterator<Item = usize>) -> Option<usize> {
+    ks.into_iter().max()
+}
+
 /// Defaults only so that a [`crate::StabilityRow`] can be built field by field; every writer
 /// sets both columns.
 impl Default for Instantiation {

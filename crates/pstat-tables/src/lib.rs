@@ -34,7 +34,9 @@ pub use io::{
     TableError, read_csv, read_json, read_table, read_table_opt, upsert, upsert_table, write_csv,
     write_json, write_table,
 };
-pub use keys::{Baseline, Instantiation, Probe, PromptFormat, UnknownValue};
+pub use keys::{
+    Baseline, Instantiation, MIN_BASELINE_TRUE, Probe, PromptFormat, UnknownValue, main_k,
+};
 pub use rows::*;
 
 use serde::Serialize;

@@ -1,24 +1,10 @@
+use super::DataArgs;
 use crate::output::{out, outln};
 use anyhow::Context;
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use pstat_data::split::exclusive_split;
-use pstat_data::{DataRoot, Domain, SplitConfig, load_all, load_domain, stats};
+use pstat_data::{Domain, SplitConfig, load_all, load_domain, stats};
 use std::path::PathBuf;
-
-/// Where statements come from: the bundled copy unless `--data DIR` names a folder laid out
-/// like the repo's `data/` (trilemma/, fictional/, synthetic_fi/).
-#[derive(Args, Clone, Debug, Default)]
-pub struct DataArgs {
-    /// Data folder (default: the data bundled in this binary).
-    #[arg(long, global = true, value_name = "DIR")]
-    pub data: Option<PathBuf>,
-}
-
-impl DataArgs {
-    pub fn root(&self) -> anyhow::Result<DataRoot> {
-        Ok(DataRoot::open(self.data.as_deref())?)
-    }
-}
 
 #[derive(Subcommand)]
 pub enum DataCommand {

@@ -1,7 +1,7 @@
 //! `pstat data build-fictional | synthesize | bigrams`: make the Fictional and Synthetic (Fi)
 //! statement files from the curated tables, and the lexical (bigram) comparison of Fig. 2(a–c).
 
-use super::data::DataArgs;
+use super::DataArgs;
 use crate::output::{out, outln};
 use anyhow::Context;
 use clap::Subcommand;

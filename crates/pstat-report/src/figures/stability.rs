@@ -41,122 +41,149 @@ fn by_model(rows: Vec<&StabilityRow>) -> Labelled<'_> {
     rows.into_iter().map(|r| (r.model.clone(), r)).collect()
 }
 
+/// What one stability figure draws: its rows per panel row and how they are read.
+struct Layout<'a> {
+    id: &'static str,
+    title: &'static str,
+    measure: Measure,
+    /// One dot per model with the median across models (else per layer offset or K variant).
+    per_model: bool,
+    panel_rows: Vec<PanelRow<'a>>,
+    caption: String,
+}
+
 /// Build the figure, or `None` when the run has no rows for it.
 pub fn stability_figure(
     data: &RunData,
     layers: &VeracityLayers,
     which: StabilityFigure,
 ) -> Option<FigureSpec> {
+    let layout = match which {
+        StabilityFigure::Retractions => rates_layout(data, layers, Measure::Retraction),
+        StabilityFigure::Expansions => rates_layout(data, layers, Measure::Expansion),
+        StabilityFigure::MassMean => mass_mean_layout(data, layers),
+        StabilityFigure::Layers => layers_layout(data, layers),
+        StabilityFigure::ContextSize => context_size_layout(data),
+    };
+    draw(data, layout)
+}
+
+/// Fig. 3 and A1: behavioral and representational (sAwMIL) rates, one dot per model.
+fn rates_layout<'a>(data: &'a RunData, layers: &VeracityLayers, measure: Measure) -> Layout<'a> {
     let behavioral = behavioral_main(data);
     let sawmil = representational(data, layers, Probe::Sawmil);
-    let (id, title, measure, per_model, panel_rows, caption) = match which {
-        StabilityFigure::Retractions | StabilityFigure::Expansions => {
-            let measure = if which == StabilityFigure::Retractions {
-                Measure::Retraction
-            } else {
-                Measure::Expansion
-            };
-            let (id, title) = if measure == Measure::Retraction {
-                (
-                    "fig3_retractions",
-                    "Fig. 3 — Retraction rates by perturbation Θ",
-                )
-            } else {
-                (
-                    "figA1_expansions",
-                    "Fig. A1 — Expansion rates by perturbation Θ",
-                )
-            };
-            let floor = noise_floor(data, layers, Probe::Sawmil);
-            let caption = format!(
-                "{} per condition; one dot per model with its 95% bootstrap interval, the black bar is the median across models; \
-                 panels of one row share their axis. Behavioral: {}. Representational: {}.{}",
-                capitalise(measure.noun()),
-                behavioral.description,
-                sawmil.description,
-                floor_note(&floor)
-            );
-            let rows = vec![
-                PanelRow {
-                    name: "behavioral",
-                    rows: by_model(behavioral.rows),
-                    floor: Vec::new(),
-                },
-                PanelRow {
-                    name: "representational",
-                    rows: by_model(sawmil.rows),
-                    floor,
-                },
-            ];
-            (id, title, measure, true, rows, caption)
-        }
-        StabilityFigure::MassMean => {
-            let mass_mean = representational(data, layers, Probe::MassMean);
-            let floor = noise_floor(data, layers, Probe::MassMean);
-            let caption = format!(
-                "Retraction rate per condition for {}; one dot per model with its 95% bootstrap interval, the black bar is the median across models.{}",
-                mass_mean.description,
-                floor_note(&floor)
-            );
-            let rows = vec![PanelRow {
-                name: "Mass-Mean",
-                rows: by_model(mass_mean.rows),
-                floor,
-            }];
-            (
-                "figA7_mass_mean",
-                "Fig. A7 — Mass-Mean probe retraction rates",
-                Measure::Retraction,
-                true,
-                rows,
-                caption,
-            )
-        }
-        StabilityFigure::Layers => {
-            let rows = sawmil_layer_offsets(data, layers)
-                .into_iter()
-                .map(|(offset, r)| (offset_label(offset), r))
-                .collect();
-            let caption = format!(
-                "sAwMIL retraction rate per condition at the veracity layer l and its neighbours. {}",
-                AGGREGATE_NOTE
-            );
-            let rows = vec![PanelRow {
-                name: REPRESENTATIONAL,
-                rows,
-                floor: Vec::new(),
-            }];
-            (
-                "figA4_layers",
-                "Fig. A4 — Layer robustness (sAwMIL)",
-                Measure::Retraction,
-                false,
-                rows,
-                caption,
-            )
-        }
-        StabilityFigure::ContextSize => {
-            let caption = format!(
-                "Behavioral retraction rate per condition for each belief-context size K and baseline \
-                 (empty context, or K True training statements). {}",
-                AGGREGATE_NOTE
-            );
-            let rows = vec![PanelRow {
-                name: BEHAVIORAL,
-                rows: behavioral_variants(data),
-                floor: Vec::new(),
-            }];
-            (
-                "figA5_k_baseline",
-                "Fig. A5 — Belief-context size and baseline robustness",
-                Measure::Retraction,
-                false,
-                rows,
-                caption,
-            )
-        }
+    let (id, title) = if measure == Measure::Retraction {
+        (
+            "fig3_retractions",
+            "Fig. 3 — Retraction rates by perturbation Θ",
+        )
+    } else {
+        (
+            "figA1_expansions",
+            "Fig. A1 — Expansion rates by perturbation Θ",
+        )
     };
-    let all: Vec<&StabilityRow> = panel_rows
+    let floor = noise_floor(data, layers, Probe::Sawmil);
+    let caption = format!(
+        "{} per condition; one dot per model with its 95% bootstrap interval, the black bar is the median across models; \
+         panels of one row share their axis. Behavioral: {}. Representational: {}.{}",
+        capitalise(measure.noun()),
+        behavioral.description,
+        sawmil.description,
+        floor_note(&floor)
+    );
+    let panel_rows = vec![
+        PanelRow {
+            name: "behavioral",
+            rows: by_model(behavioral.rows),
+            floor: Vec::new(),
+        },
+        PanelRow {
+            name: "representational",
+            rows: by_model(sawmil.rows),
+            floor,
+        },
+    ];
+    Layout {
+        id,
+        title,
+        measure,
+        per_model: true,
+        panel_rows,
+        caption,
+    }
+}
+
+/// Fig. A7: Mass-Mean retraction rates, one dot per model.
+fn mass_mean_layout<'a>(data: &'a RunData, layers: &VeracityLayers) -> Layout<'a> {
+    let mass_mean = representational(data, layers, Probe::MassMean);
+    let floor = noise_floor(data, layers, Probe::MassMean);
+    let caption = format!(
+        "Retraction rate per condition for {}; one dot per model with its 95% bootstrap interval, the black bar is the median across models.{}",
+        mass_mean.description,
+        floor_note(&floor)
+    );
+    Layout {
+        id: "figA7_mass_mean",
+        title: "Fig. A7 — Mass-Mean probe retraction rates",
+        measure: Measure::Retraction,
+        per_model: true,
+        panel_rows: vec![PanelRow {
+            name: "Mass-Mean",
+            rows: by_model(mass_mean.rows),
+            floor,
+        }],
+        caption,
+    }
+}
+
+/// Fig. A4: sAwMIL retraction rates per layer offset.
+fn layers_layout<'a>(data: &'a RunData, layers: &VeracityLayers) -> Layout<'a> {
+    let rows = sawmil_layer_offsets(data, layers)
+        .into_iter()
+        .map(|(offset, r)| (offset_label(offset), r))
+        .collect();
+    Layout {
+        id: "figA4_layers",
+        title: "Fig. A4 — Layer robustness (sAwMIL)",
+        measure: Measure::Retraction,
+        per_model: false,
+        panel_rows: vec![PanelRow {
+            name: REPRESENTATIONAL,
+            rows,
+            floor: Vec::new(),
+        }],
+        caption: format!(
+            "sAwMIL retraction rate per condition at the veracity layer l and its neighbours. {}",
+            AGGREGATE_NOTE
+        ),
+    }
+}
+
+/// Fig. A5: behavioral retraction rates per K and baseline.
+fn context_size_layout(data: &RunData) -> Layout<'_> {
+    Layout {
+        id: "figA5_k_baseline",
+        title: "Fig. A5 — Belief-context size and baseline robustness",
+        measure: Measure::Retraction,
+        per_model: false,
+        panel_rows: vec![PanelRow {
+            name: BEHAVIORAL,
+            rows: behavioral_variants(data),
+            floor: Vec::new(),
+        }],
+        caption: format!(
+            "Behavioral retraction rate per condition for each belief-context size K and baseline \
+             (empty context, or K True training statements). {}",
+            AGGREGATE_NOTE
+        ),
+    }
+}
+
+/// The figure of `layout`: one panel per (panel row, domain), or `None` without rows.
+fn draw(data: &RunData, layout: Layout) -> Option<FigureSpec> {
+    let all: Vec<&StabilityRow> = layout
+        .panel_rows
         .iter()
         .flat_map(|p| p.rows.iter().map(|(_, r)| *r))
         .collect();
@@ -166,46 +193,86 @@ pub fn stability_figure(
     let domains = sorted_unique(all.iter().map(|r| r.domain.as_str()), domain_order);
     let conditions = sorted_unique(all.iter().map(|r| r.condition.as_str()), condition_order);
     let titles = ConditionTitles::new(data.decisions.as_ref());
-    // Group order: models alphabetically; layer offsets and K variants as the selection sorted them.
+    let groups = groups(&layout);
+    let mut panels = Vec::new();
+    for panel_row in layout.panel_rows.iter().filter(|p| !p.rows.is_empty()) {
+        for domain in &domains {
+            panels.push(panel(
+                &layout,
+                panel_row,
+                domain,
+                &groups,
+                &conditions,
+                &titles,
+            ));
+        }
+    }
+    Some(FigureSpec {
+        id: layout.id.to_string(),
+        title: layout.title.to_string(),
+        caption: layout.caption.clone(),
+        figure: Figure {
+            panels,
+            ncols: domains.len(),
+            legend: legend(&layout, &groups),
+        },
+    })
+}
+
+/// The legend's groups: models alphabetically; layer offsets and K variants as the selection
+/// sorted them.
+fn groups(layout: &Layout) -> Vec<String> {
     let mut groups: Vec<String> = Vec::new();
-    for (label, _) in panel_rows.iter().flat_map(|p| p.rows.iter()) {
+    for (label, _) in layout.panel_rows.iter().flat_map(|p| p.rows.iter()) {
         if !groups.contains(label) {
             groups.push(label.clone());
         }
     }
-    if per_model {
+    if layout.per_model {
         groups.sort();
     }
-    let mut panels = Vec::new();
-    for panel_row in panel_rows.iter().filter(|p| !p.rows.is_empty()) {
-        for domain in &domains {
-            let rows: Labelled = panel_row
-                .rows
-                .iter()
-                .filter(|(_, r)| &r.domain == domain)
-                .cloned()
-                .collect();
-            let floor: Vec<f64> = panel_row
-                .floor
-                .iter()
-                .filter(|r| &r.domain == domain)
-                .filter_map(|r| measure.dot(r))
-                .map(|d| d.value)
-                .collect();
-            panels.push(Panel {
-                title: format!("{} · {}", domain_title(domain), panel_row.name),
-                value_label: measure.noun().to_string(),
-                body: dots_body(
-                    &rows,
-                    &groups,
-                    &conditions,
-                    (&titles, measure),
-                    per_model,
-                    floor_dot(&floor),
-                ),
-            });
-        }
+    groups
+}
+
+/// The panel of one panel row in one domain, with its noise floor.
+fn panel(
+    layout: &Layout,
+    panel_row: &PanelRow,
+    domain: &str,
+    groups: &[String],
+    conditions: &[String],
+    titles: &ConditionTitles,
+) -> Panel {
+    let measure = layout.measure;
+    let rows: Labelled = panel_row
+        .rows
+        .iter()
+        .filter(|(_, r)| r.domain == domain)
+        .cloned()
+        .collect();
+    let floor: Vec<f64> = panel_row
+        .floor
+        .iter()
+        .filter(|r| r.domain == domain)
+        .filter_map(|r| measure.dot(r))
+        .map(|d| d.value)
+        .collect();
+    Panel {
+        title: format!("{} · {}", domain_title(domain), panel_row.name),
+        value_label: measure.noun().to_string(),
+        body: dots_body(
+            &rows,
+            groups,
+            conditions,
+            (titles, measure),
+            layout.per_model,
+            floor_dot(&floor),
+        ),
     }
+}
+
+/// One entry per group, then the median bar and the noise floor where drawn.
+fn legend(layout: &Layout, groups: &[String]) -> Vec<LegendEntry> {
     let mut legend: Vec<LegendEntry> = groups
         .iter()
         .enumerate()
@@ -215,30 +282,21 @@ pub fn stability_figure(
             marker: Marker::Dot,
         })
         .collect();
-    if per_model {
+    if layout.per_model {
         legend.push(LegendEntry {
             label: "median across models".into(),
             swatch: Swatch::Black,
             marker: Marker::MedianBar,
         });
     }
-    if panel_rows.iter().any(|p| !p.floor.is_empty()) {
+    if layout.panel_rows.iter().any(|p| !p.floor.is_empty()) {
         legend.push(LegendEntry {
             label: "noise floor (baseline refit)".into(),
             swatch: Swatch::Noise,
             marker: Marker::Line,
         });
     }
-    Some(FigureSpec {
-        id: id.to_string(),
-        title: title.to_string(),
-        caption,
-        figure: Figure {
-            panels,
-            ncols: domains.len(),
-            legend,
-        },
-    })
+    legend
 }
 
 const AGGREGATE_NOTE: &str = "With one model, each dot is its rate with the 95% bootstrap interval; \

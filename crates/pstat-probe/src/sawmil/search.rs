@@ -4,11 +4,11 @@
 //! fit is degenerate on any fold (no direction: w = 0 optimal, or no support vector of a class)
 //! is skipped, and named in the result, instead of being scored as a constant predictor.
 
+use super::{PreparedBags, SawMilParams};
 use crate::bags::TrainingSet;
 use crate::error::{ProbeError, Result};
 use crate::metrics::average_precision;
 use crate::probe::{ProbeKind, TrainedProbe};
-use crate::sawmil::{PreparedBags, SawMilParams};
 use crate::standardize::Standardizer;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
