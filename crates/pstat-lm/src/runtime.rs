@@ -174,6 +174,18 @@ impl LanguageModel {
         sequences: &[Vec<u32>],
         layers: &[usize],
     ) -> Result<Vec<Vec<Vec<f32>>>, LmError> {
+        self.hidden_states_after(None, sequences, layers)
+    }
+
+    /// [`Self::hidden_states`] of sequences that continue `prefix` (a belief context computed
+    /// once): the rows are the sequences' own tokens, attending to the prefix's cached keys
+    /// and values as they would to the same tokens in one longer sequence.
+    pub fn hidden_states_after(
+        &self,
+        prefix: Option<&PrefixCache>,
+        sequences: &[Vec<u32>],
+        layers: &[usize],
+    ) -> Result<Vec<Vec<Vec<f32>>>, LmError> {
         let hidden = self.hidden_size();
         let plan = ForwardPlan {
             capture: layers,
@@ -182,7 +194,7 @@ impl LanguageModel {
         };
         let mut result = Vec::with_capacity(sequences.len());
         for batch in batches(sequences) {
-            let out = self.model.forward(&batch, None, &plan)?;
+            let out = self.model.forward(&batch, prefix, &plan)?;
             let mut row = 0;
             for seq in &batch {
                 let rows = row * hidden..(row + seq.len()) * hidden;

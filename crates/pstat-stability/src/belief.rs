@@ -225,7 +225,7 @@ impl BeliefComparison {
     }
 }
 
-fn with_interval(value: Option<f64>, mut samples: Vec<f64>) -> Rate {
+pub(crate) fn with_interval(value: Option<f64>, mut samples: Vec<f64>) -> Rate {
     if value.is_none() || samples.is_empty() {
         return Rate {
             value,

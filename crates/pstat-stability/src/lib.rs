@@ -8,16 +8,19 @@
 //!   undefined (`None`), never 0.
 //! - Beyond the paper: paired tests of ρ_R(Θa) − ρ_R(Θb) with Holm's correction per claim
 //!   and sign tests across models ([`paired`]); the authors' across-model tables
-//!   ([`aggregate`]).
+//!   ([`aggregate`]); statement-level agreement of two instantiations' retractions
+//!   ([`agreement`]).
 
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod agreement;
 pub mod belief;
 pub mod paired;
 pub mod table;
 
 pub use aggregate::aggregate_across_models;
+pub use agreement::{Agreement, retracted_by_all, retraction_agreement};
 pub use belief::{BeliefComparison, Bootstrap, Judgments, Rate, StabilityError, compare};
 pub use paired::{
     ALPHA, ComparisonFamilyRow, ComparisonRow, MCNEMAR_EXACT, PairedDifference, SignTest,
