@@ -396,3 +396,110 @@ fn clusters_hold_only_the_main_configurations_retractions() {
         assert_eq!(rows[&id], (by.join(";"), by.len()), "{id}");
     }
 }
+
+/// Beyond the paper: `agreement.csv` compares, per condition, the statements the main
+/// representational configuration (sAwMIL at the veracity layer) retracts with those the main
+/// behavioral one retracts, over the held-out True statements; counts, Jaccard and Cohen's κ
+/// equal a hand computation from the units' judgments.
+#[test]
+fn agreement_between_instantiations_matches_a_hand_computation() {
+    let Some(model) = tiny_llama3() else { return };
+    let (_dir, out) = run_tiny(
+        &model,
+        r#"
+        domains = ["city_locations"]
+        test_limit = 60
+        train_limit = 80
+        bootstrap_resamples = 20
+        [representational]
+        veracity_layer = 1
+        probes = ["sawmil"]
+        layer_offsets = [0]
+        sawmil_c = 1.0
+        selection_statements = 20
+        [behavioral]
+        k = [3]
+        formats = ["plain"]
+        [familiarity]
+        enabled = false
+        "#,
+    );
+    let cell = out.join("tiny-llama3-f32/city_locations");
+    let sawmil = probe_beliefs(&cell.join("representational/sawmil/layer_01"));
+    let plain = cell.join("behavioral/plain");
+    let prompt_base = prompt_beliefs(&plain.join("baseline_empty.jsonl"));
+    let table = std::fs::read_to_string(out.join("agreement.csv")).unwrap();
+    let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let conditions = [
+        "synthetic_tf",
+        "synthetic_fi",
+        "fictional",
+        "fictional_t",
+        "noise",
+    ];
+    assert_eq!(rows.len(), conditions.len(), "{table}");
+    let mut some_retracted = false;
+    for condition in conditions {
+        let row = rows
+            .iter()
+            .find(|r| r[col("condition")] == condition)
+            .unwrap_or_else(|| panic!("no row for {condition}: {table}"));
+        assert_eq!(
+            (row[col("a")], row[col("b")]),
+            ("representational", "behavioral")
+        );
+        let prompt = prompt_beliefs(&plain.join(format!("k3/{condition}.main.jsonl")));
+        // Held-out True statements: those the prompt asked.
+        let held_out: Vec<&String> = prompt_base.keys().collect();
+        let retracted = |base: &std::collections::BTreeMap<String, bool>,
+                         perturbed: &std::collections::BTreeMap<String, bool>,
+                         id: &String| base[id] && !perturbed[id];
+        let a: Vec<bool> = held_out
+            .iter()
+            .map(|id| retracted(&sawmil["baseline"], &sawmil[condition], id))
+            .collect();
+        let b: Vec<bool> = held_out
+            .iter()
+            .map(|id| retracted(&prompt_base, &prompt, id))
+            .collect();
+        let n = held_out.len() as f64;
+        let count =
+            |f: &dyn Fn(bool, bool) -> bool| a.iter().zip(&b).filter(|(x, y)| f(**x, **y)).count();
+        let (both, only_a, only_b) = (
+            count(&|x, y| x && y),
+            count(&|x, y| x && !y),
+            count(&|x, y| !x && y),
+        );
+        let neither = held_out.len() - both - only_a - only_b;
+        some_retracted |= both + only_a + only_b > 0;
+        let number = |name: &str| row[col(name)].parse::<f64>().ok();
+        assert_eq!(number("n"), Some(n), "{condition}");
+        assert_eq!(number("retracted_a"), Some((both + only_a) as f64));
+        assert_eq!(number("retracted_b"), Some((both + only_b) as f64));
+        assert_eq!(number("retracted_both"), Some(both as f64));
+        let union = both + only_a + only_b;
+        let jaccard = (union > 0).then(|| both as f64 / union as f64);
+        let close = |x: Option<f64>, y: Option<f64>| match (x, y) {
+            (Some(x), Some(y)) => (x - y).abs() < 1e-12,
+            (x, y) => x == y,
+        };
+        assert!(close(number("jaccard"), jaccard), "{condition}: {row:?}");
+        let (pa, pb) = ((both + only_a) as f64 / n, (both + only_b) as f64 / n);
+        let chance = pa * pb + (1.0 - pa) * (1.0 - pb);
+        let observed = (both + neither) as f64 / n;
+        let kappa = (chance < 1.0).then(|| (observed - chance) / (1.0 - chance));
+        assert!(close(number("kappa"), kappa), "{condition}: {row:?}");
+        let listed: Vec<&str> = row[col("retracted_by_both")]
+            .split(';')
+            .filter(|s| !s.is_empty())
+            .collect();
+        assert_eq!(listed.len(), both, "{condition}");
+    }
+    assert!(some_retracted, "the fixture retracts nothing: {table}");
+}

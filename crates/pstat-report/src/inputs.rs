@@ -48,6 +48,7 @@ pub struct RunData {
     pub across_models: Option<Vec<AcrossModelRow>>,
     pub across_model_pairs: Option<Vec<AcrossModelPairRow>>,
     pub sign_tests: Option<Vec<SignTestRow>>,
+    pub agreement: Option<Vec<pstat_tables::AgreementRow>>,
     pub manifest: Option<serde_json::Value>,
     pub decisions: Option<Decisions>,
 }
@@ -82,6 +83,7 @@ impl RunData {
             across_models: read_table_opt(dir)?,
             across_model_pairs: read_table_opt(dir)?,
             sign_tests: read_table_opt(dir)?,
+            agreement: read_table_opt(dir)?,
             manifest: read_json_opt(&dir.join("manifest.json"))?,
             decisions: read_json_opt(&dir.join(pstat_tables::DECISIONS_FILE))?,
         })

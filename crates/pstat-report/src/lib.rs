@@ -293,6 +293,9 @@ fn stability_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, Repo
             }
         }
     }
+    if let Some(rows) = data.agreement.as_ref().filter(|rows| !rows.is_empty()) {
+        stability.tables.push(tables::agreement_table(rows, titles));
+    }
     Ok(stability)
 }
 

@@ -16,9 +16,11 @@ use serde::{Deserialize, Serialize};
 pub struct Agreement {
     /// Held-out True statements both instantiations judged.
     pub n: usize,
-    /// |R_a|, |R_b| and |R_a ∩ R_b|.
+    /// |R_a|.
     pub retracted_a: usize,
+    /// |R_b|.
     pub retracted_b: usize,
+    /// |R_a ∩ R_b|.
     pub retracted_both: usize,
     /// |R_a ∩ R_b| / |R_a ∪ R_b|; undefined when neither retracts anything.
     pub jaccard: Rate,

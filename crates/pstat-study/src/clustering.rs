@@ -91,6 +91,8 @@ impl Stage for Clustering {
         let retractions = std::mem::take(&mut handoff.retractions);
         let (_, acts) = veracity_activations(cell, handoff, progress)?;
         let output = run(cell, &retractions, acts, progress)?;
+        // Given back: the agreement between instantiations reads them after the stages.
+        handoff.retractions = retractions;
         tables.clusters.extend(output.rows);
         tables.themes.extend(output.themes);
         tables.labeled.extend(output.labeled);

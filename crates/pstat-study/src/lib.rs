@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod activations;
+mod agreement;
 pub mod behavioral;
 pub mod clustering;
 pub mod comparisons;
@@ -205,6 +206,9 @@ fn run_claimed(
                     tracker.finish_stage(&model.name, domain, stage.name());
                 }
             }
+            tables
+                .agreement
+                .extend(agreement::agreement_rows(&cell, &handoff.retractions)?);
         }
         // After each model, so an interrupted run still has the tables of finished models.
         if scope.assembles() {

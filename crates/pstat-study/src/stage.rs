@@ -11,7 +11,7 @@ use pstat_data::Domain;
 use pstat_data::activations::Activations;
 use pstat_stability::Judgments;
 use pstat_tables::{
-    ACROSS_MODELS_JSON, AcrossModelPairRow, AcrossModelRow, AnswerRow, ClusterRow,
+    ACROSS_MODELS_JSON, AcrossModelPairRow, AcrossModelRow, AgreementRow, AnswerRow, ClusterRow,
     ComparisonFamilyRow, ComparisonRow, ConditionTitle, DECISIONS_FILE, Decisions, DistanceRow,
     FamiliarityRow, FormatDecision, LAYERS_FILE, LayerChoice, RelabelledRow, ResampleRow,
     SignTestRow, StabilityRow, Table, ThemeRow, write_json, write_table,
@@ -66,6 +66,9 @@ pub struct Retractions {
     pub types: BTreeMap<String, BTreeSet<String>>,
     /// Statements some instantiation believed at baseline.
     pub believed_at_baseline: BTreeSet<String>,
+    /// Per `instantiation:condition` label, the baseline's and Θ's judgments (the agreement
+    /// between instantiations, [`crate::agreement`]).
+    pub judged: BTreeMap<String, (Judgments, Judgments)>,
 }
 
 impl Retractions {
@@ -97,6 +100,8 @@ impl Retractions {
         perturbed: &Judgments,
     ) {
         let label = format!("{instantiation}:{condition}");
+        self.judged
+            .insert(label.clone(), (baseline.clone(), perturbed.clone()));
         for (id, believed) in baseline {
             if *believed {
                 self.believed_at_baseline.insert(id.clone());
@@ -195,6 +200,8 @@ pub struct Tables {
     pub resamples: Vec<ResampleRow>,
     /// `clusters.csv`.
     pub clusters: Vec<ClusterRow>,
+    /// `agreement.csv`.
+    pub agreement: Vec<AgreementRow>,
     /// `themes.csv`.
     pub themes: Vec<ThemeRow>,
     /// The labelled clusters the theme table is built from (`themes.json`).
@@ -215,6 +222,7 @@ impl Tables {
         write_table(out, &self.familiarity)?;
         write_table(out, &self.distances)?;
         write_table(out, &self.clusters)?;
+        write_table(out, &self.agreement)?;
         write_table(out, &self.answers)?;
         write_table(out, &self.resamples)?;
         if !self.themes.is_empty() {
@@ -249,6 +257,7 @@ impl Tables {
             LAYERS_FILE,
             RelabelledRow::FILE,
             ClusterRow::FILE,
+            AgreementRow::FILE,
             AnswerRow::FILE,
             DECISIONS_FILE,
         ] {

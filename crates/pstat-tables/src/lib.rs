@@ -8,6 +8,7 @@
 //! | `stability.csv`             | [`StabilityRow`]      |
 //! | `comparisons.csv`           | [`ComparisonRow`]     |
 //! | `comparison_families.csv`   | [`ComparisonFamilyRow`] |
+//! | `agreement.csv`             | [`AgreementRow`]      |
 //! | `across_models.csv`         | [`AcrossModelRow`]    |
 //! | `across_model_pairs.csv`    | [`AcrossModelPairRow`] |
 //! | `sign_tests.csv`            | [`SignTestRow`]       |
@@ -25,11 +26,13 @@
 //! | `decisions.json`            | [`Decisions`]         |
 
 mod across;
+mod agreement;
 mod io;
 pub mod keys;
 mod rows;
 
 pub use across::*;
+pub use agreement::AgreementRow;
 pub use io::{
     TableError, read_csv, read_json, read_table, read_table_opt, upsert, upsert_table, write_csv,
     write_json, write_table,
