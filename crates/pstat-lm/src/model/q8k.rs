@@ -1,0 +1,485 @@
+//! Register-blocked q8 products for the K-quants (Q2_K … Q6_K): tiles of weight rows times
+//! tiles of activation rows, summed with the arithmetic of the scalar reference
+//! ([`super::q8`]) bit for bit.
+//!
+//! Each task decodes its weight rows once per product into a packed tile ([`KTile`]): every
+//! element as an unsigned byte (Q3_K and Q6_K shifted by their offset 4 or 32), in the layout
+//! of [`packed_index`], where one 64-byte step holds four consecutive elements of each of a
+//! block's sixteen groups of 16 (lane k of a 16-lane vector of sums is group k). The
+//! activations are quantized to q8_K once per product and packed the same way ([`KActs`]).
+//! A kernel then multiplies 4 weight rows by 4 activation rows at a time: four
+//! `vpdpbusd` steps per block and pair (AVX512-VNNI; `maddubs` + `madd` on AVX2) leave each
+//! group's exact integer dot product in its own lane, the groups' scales are applied with one
+//! integer multiply, and the block's integer sums (`S`, and `M` for the types with mins) are
+//! combined in f32 with [`super::q8::Combine`]'s operations, block after block, as the scalar
+//! reference does. The decoded tile is a few hundred KiB per thread, reused from product to
+//! product: the stored weights are not repacked, so memory stays that of the file.
+//!
+//! Integer sums are exact: a group's lane holds at most 16·63·127 (Q6_K plus offset), its
+//! scaled value at most 128 times that, and a block's sum stays below 2³¹; on AVX2 the
+//! `maddubs` pairs stay below 2·63·127 < 2¹⁵, so they never saturate.
+
+use super::q8::{Combine, Isa, decode, quantize_q8_k};
+use candle_core::quantized::GgmlDType;
+use rayon::prelude::*;
+
+/// Elements of a K-quant block.
+pub(super) const QK: usize = 256;
+/// Groups of 16 elements per block (the finest scale granularity of any K-quant).
+const GROUPS: usize = 16;
+/// Weight rows and activation rows of one kernel call.
+pub(super) const TILE: usize = 4;
+/// Where element `i` of a block lies in its packed form: step `(i % 16) / 4` (64 bytes each),
+/// lane `i / 16` (4 bytes each), byte `i % 4`.
+pub(super) fn packed_index(i: usize) -> usize {
+    let (group, within) = (i / 16, i % 16);
+    (within / 4) * 64 + 4 * group + within % 4
+}
+
+/// How a K-quant's integer sums are combined: with a min per sub-block (`dmin`, subtracted
+/// as `M`), or with signed values stored as unsigned plus an offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Q2_K, Q4_K, Q5_K: [`Combine::scale_dmin`].
+    Mins,
+    /// Q3_K (offset 4 = 2²), Q6_K (offset 32 = 2⁵): [`Combine::scale`]; the offset's share,
+    /// `2^shift · Σ scale·(sum of 16 activations)`, is subtracted in integers.
+    Offset { shift: u32 },
+}
+
+impl Kind {
+    pub(super) fn of(dtype: GgmlDType) -> Kind {
+        match dtype {
+            GgmlDType::Q3K => Kind::Offset { shift: 2 },
+            GgmlDType::Q6K => Kind::Offset { shift: 5 },
+            _ => Kind::Mins,
+        }
+    }
+}
+
+/// Weight rows decoded for the kernels; rows past the real ones (to a multiple of [`TILE`])
+/// are zero.
+#[derive(Default)]
+pub(super) struct KTile {
+    /// Rows held (a multiple of [`TILE`]).
+    pub rows: usize,
+    pub blocks: usize,
+    /// `[row][block][256]`, packed ([`packed_index`]), unsigned.
+    pub q: Vec<u8>,
+    /// `[row][block][16]`: the scale of each group of 16.
+    pub scales: Vec<i32>,
+    /// `[row][block][16]`: per group, the min (kind `Mins`) or the scale (kind `Offset`).
+    pub corr: Vec<i16>,
+    /// `[block][row]`: the block's scale `d`, and its `dmin` (kind `Mins`).
+    pub d: Vec<f32>,
+    pub dmin: Vec<f32>,
+}
+
+impl KTile {
+    /// Decodes rows `rows` of `bytes` (rows of `blocks` blocks of `dtype`).
+    pub(super) fn fill(
+        &mut self,
+        dtype: GgmlDType,
+        bytes: &[u8],
+        blocks: usize,
+        rows: std::ops::Range<usize>,
+    ) {
+        let held = rows.len().div_ceil(TILE) * TILE;
+        let size = dtype.type_size();
+        let offset = match Kind::of(dtype) {
+            Kind::Mins => 0,
+            Kind::Offset { shift } => 1 << shift,
+        };
+        self.rows = held;
+        self.blocks = blocks;
+        self.q.clear();
+        self.q.resize(held * blocks * QK, 0);
+        self.scales.clear();
+        self.scales.resize(held * blocks * GROUPS, 0);
+        self.corr.clear();
+        self.corr.resize(held * blocks * GROUPS, 0);
+        self.d.clear();
+        self.d.resize(blocks * held, 0.0);
+        self.dmin.clear();
+        self.dmin.resize(blocks * held, 0.0);
+        let row_bytes = blocks * size;
+        for (r, row) in rows.enumerate() {
+            let row = &bytes[row * row_bytes..(row + 1) * row_bytes];
+            for (b, block) in row.chunks_exact(size).enumerate() {
+                let w = decode(dtype, block);
+                let at = r * blocks + b;
+                let q = &mut self.q[at * QK..(at + 1) * QK];
+                for (i, &v) in w.q.iter().enumerate() {
+                    q[packed_index(i)] = (v + offset) as u8;
+                }
+                for g in 0..GROUPS {
+                    self.scales[at * GROUPS + g] = w.scales[g];
+                    self.corr[at * GROUPS + g] = if offset == 0 {
+                        w.mins[g] as i16
+                    } else {
+                        w.scales[g] as i16
+                    };
+                }
+                self.d[b * held + r] = w.d;
+                self.dmin[b * held + r] = w.m;
+            }
+        }
+    }
+}
+
+/// Activation rows quantized to q8_K and packed for the kernels; rows past the real ones
+/// (to a multiple of [`TILE`]) are zero.
+pub(super) struct KActs {
+    /// Rows held (a multiple of [`TILE`]).
+    pub rows: usize,
+    pub blocks: usize,
+    /// `[row][block][256]`, packed ([`packed_index`]).
+    pub q: Vec<i8>,
+    /// `[row][block][16]`: the sums of each group of 16 quantized activations.
+    pub bsums: Vec<i16>,
+    /// `[block][row]`: the blocks' scales.
+    pub d: Vec<f32>,
+}
+
+impl KActs {
+    /// The rows of `x` (`cols` wide) quantized to q8_K ([`quantize_q8_k`]) and packed, in
+    /// parallel over rows.
+    pub(super) fn quantize(x: &[f32], cols: usize) -> Self {
+        let n = x.len() / cols;
+        let blocks = cols / QK;
+        let held = n.div_ceil(TILE) * TILE;
+        let mut q = vec![0i8; held * blocks * QK];
+        let mut bsums = vec![0i16; held * blocks * GROUPS];
+        let mut d_rows = vec![0.0f32; held * blocks];
+        q.par_chunks_mut(blocks * QK)
+            .zip(bsums.par_chunks_mut(blocks * GROUPS))
+            .zip(d_rows.par_chunks_mut(blocks))
+            .zip(x.par_chunks_exact(cols))
+            .for_each(|(((q, sums), d), xs)| {
+                for (b, a) in quantize_q8_k(xs).iter().enumerate() {
+                    let q = &mut q[b * QK..(b + 1) * QK];
+                    for (i, &v) in a.qs.iter().enumerate() {
+                        q[packed_index(i)] = v;
+                    }
+                    sums[b * GROUPS..(b + 1) * GROUPS].copy_from_slice(&a.bsums);
+                    d[b] = a.d;
+                }
+            });
+        let mut d = vec![0.0f32; blocks * held];
+        for (r, row) in d_rows.chunks_exact(blocks.max(1)).enumerate() {
+            for (b, &v) in row.iter().enumerate() {
+                d[b * held + r] = v;
+            }
+        }
+        KActs {
+            rows: held,
+            blocks,
+            q,
+            bsums,
+            d,
+        }
+    }
+}
+
+/// Weight rows `r0..r0 + 4` of `w` times activation rows `c0..c0 + 4` of `a`: `out[4r + c]`.
+/// `false` (nothing written) when `isa` has no kernel.
+pub(super) fn tile_dot(
+    isa: Isa,
+    kind: Kind,
+    w: &KTile,
+    r0: usize,
+    a: &KActs,
+    c0: usize,
+    out: &mut [f32; TILE * TILE],
+) -> bool {
+    assert!(r0 + TILE <= w.rows && c0 + TILE <= a.rows && w.blocks == a.blocks);
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the ISA was detected on this CPU ([`Isa::detect`]; the tests call only
+        // ISAs they detected), and the rows and blocks read were bounds-checked above.
+        unsafe {
+            match (isa, kind) {
+                (Isa::Vnni, Kind::Mins) => x86::vnni_4x4::<true>(w, r0, a, c0, 0, out),
+                (Isa::Vnni, Kind::Offset { shift }) => {
+                    x86::vnni_4x4::<false>(w, r0, a, c0, shift, out)
+                }
+                (Isa::Avx2, _) => x86::avx2_4x4(kind, w, r0, a, c0, out),
+                (Isa::Scalar, _) => return false,
+            }
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, kind, w, r0, a, c0, out);
+        false
+    }
+}
+
+/// The f32 step of one block for one (weight row, activation row) pair: the scalar
+/// reference's [`Combine`] for `kind`.
+#[inline(always)]
+fn combine(kind: Kind, acc: f32, d: f32, dmin: f32, d_a: f32, s: i32, m: i32) -> f32 {
+    match kind {
+        Kind::Mins => Combine::scale_dmin(acc, d, dmin, d_a, s, m),
+        Kind::Offset { .. } => Combine::scale(acc, d, d_a, s),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// The sums of eight vectors of eight i32 lanes, as one vector `[Σv0, …, Σv7]`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn sum8(v: &[__m256i]) -> __m256i {
+        let a = _mm256_hadd_epi32(v[0], v[1]);
+        let b = _mm256_hadd_epi32(v[2], v[3]);
+        let c = _mm256_hadd_epi32(v[4], v[5]);
+        let d = _mm256_hadd_epi32(v[6], v[7]);
+        let ab = _mm256_hadd_epi32(a, b);
+        let cd = _mm256_hadd_epi32(c, d);
+        _mm256_add_epi32(
+            _mm256_permute2x128_si256::<0x20>(ab, cd),
+            _mm256_permute2x128_si256::<0x31>(ab, cd),
+        )
+    }
+
+    /// 4 weight rows × 4 activation rows with AVX512-VNNI: per block and pair, four
+    /// 64-byte `vpdpbusd` steps, the groups' scales by one `vpmulld`, the two halves added;
+    /// then the 16 pairs' sums reduced together and combined in f32 in eight-lane vectors
+    /// (lane `4(r % 2) + c`, rows 0–1 in the first vector, 2–3 in the second), with the
+    /// scalar reference's operations.
+    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn vnni_4x4<const MINS: bool>(
+        w: &KTile,
+        r0: usize,
+        a: &KActs,
+        c0: usize,
+        shift: u32,
+        out: &mut [f32; TILE * TILE],
+    ) {
+        let blocks = w.blocks;
+        let mut acc_f = [_mm256_setzero_ps(); 2];
+        let row_of = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+        let row_hi = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+        let shift = _mm_cvtsi32_si128(shift as i32);
+        for b in 0..blocks {
+            // SAFETY (pointers and loads below): rows r0..r0+4 and c0..c0+4 exist (checked
+            // by `tile_dot`), each holding `blocks` packed blocks of 256 bytes, 16 scales
+            // and 16 corrections; `d`/`dmin` hold `blocks × rows` values.
+            let wq: [*const u8; TILE] =
+                std::array::from_fn(|r| unsafe { w.q.as_ptr().add(((r0 + r) * blocks + b) * QK) });
+            let aq: [*const i8; TILE] =
+                std::array::from_fn(|c| unsafe { a.q.as_ptr().add(((c0 + c) * blocks + b) * QK) });
+            let mut acc = [[_mm512_setzero_si512(); TILE]; TILE];
+            for step in 0..4 {
+                let wv: [__m512i; TILE] = std::array::from_fn(|r| unsafe {
+                    _mm512_loadu_si512(wq[r].add(64 * step).cast())
+                });
+                for c in 0..TILE {
+                    let av = unsafe { _mm512_loadu_si512(aq[c].add(64 * step).cast()) };
+                    for r in 0..TILE {
+                        acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], wv[r], av);
+                    }
+                }
+            }
+            let mut s = [_mm256_setzero_si256(); TILE * TILE];
+            let mut m = [_mm256_setzero_si256(); TILE * TILE];
+            for r in 0..TILE {
+                let at = ((r0 + r) * blocks + b) * GROUPS;
+                let (sc, corr) = unsafe {
+                    (
+                        _mm512_loadu_si512(w.scales.as_ptr().add(at).cast()),
+                        _mm256_loadu_si256(w.corr.as_ptr().add(at).cast()),
+                    )
+                };
+                for c in 0..TILE {
+                    let scaled = _mm512_mullo_epi32(acc[r][c], sc);
+                    let halves = _mm256_add_epi32(
+                        _mm512_castsi512_si256(scaled),
+                        _mm512_extracti64x4_epi64::<1>(scaled),
+                    );
+                    let bsums = unsafe {
+                        _mm256_loadu_si256(
+                            a.bsums
+                                .as_ptr()
+                                .add(((c0 + c) * blocks + b) * GROUPS)
+                                .cast(),
+                        )
+                    };
+                    let corr = _mm256_madd_epi16(corr, bsums);
+                    if MINS {
+                        s[4 * r + c] = halves;
+                        m[4 * r + c] = corr;
+                    } else {
+                        s[4 * r + c] = _mm256_sub_epi32(halves, _mm256_sll_epi32(corr, shift));
+                    }
+                }
+            }
+            let (d, d_a) = unsafe {
+                (
+                    _mm_loadu_ps(w.d.as_ptr().add(b * w.rows + r0)),
+                    _mm_loadu_ps(a.d.as_ptr().add(b * a.rows + c0)),
+                )
+            };
+            let d_a = _mm256_set_m128(d_a, d_a);
+            let d = _mm256_castps128_ps256(d);
+            let dmin = if MINS {
+                _mm256_castps128_ps256(unsafe {
+                    _mm_loadu_ps(w.dmin.as_ptr().add(b * w.rows + r0))
+                })
+            } else {
+                _mm256_setzero_ps()
+            };
+            for (half, rows) in [row_of, row_hi].into_iter().enumerate() {
+                let sums = _mm256_cvtepi32_ps(sum8(&s[8 * half..8 * half + 8]));
+                let d_w = _mm256_permutevar8x32_ps(d, rows);
+                let t = if MINS {
+                    let mins = _mm256_cvtepi32_ps(sum8(&m[8 * half..8 * half + 8]));
+                    let dmin_w = _mm256_permutevar8x32_ps(dmin, rows);
+                    // Combine::scale_dmin: (d_a·d_w)·S − (d_a·dmin_w)·M.
+                    _mm256_sub_ps(
+                        _mm256_mul_ps(_mm256_mul_ps(d_a, d_w), sums),
+                        _mm256_mul_ps(_mm256_mul_ps(d_a, dmin_w), mins),
+                    )
+                } else {
+                    // Combine::scale: (d_w·d_a)·S.
+                    _mm256_mul_ps(_mm256_mul_ps(d_w, d_a), sums)
+                };
+                acc_f[half] = _mm256_add_ps(acc_f[half], t);
+            }
+        }
+        // SAFETY: 2 × 8 f32 into a 16 × f32 array.
+        unsafe {
+            _mm256_storeu_ps(out.as_mut_ptr(), acc_f[0]);
+            _mm256_storeu_ps(out.as_mut_ptr().add(8), acc_f[1]);
+        }
+    }
+
+    /// 4 × 4 rows with AVX2, as pairs of 2 × 2: per block and pair, the 64-byte steps as two
+    /// 32-byte halves (`maddubs` + `madd` for the u8 × i8 sums of four), the scales by
+    /// `vpmulld`, the sums reduced per pair and combined with [`combine`].
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn avx2_4x4(
+        kind: Kind,
+        w: &KTile,
+        r0: usize,
+        a: &KActs,
+        c0: usize,
+        out: &mut [f32; TILE * TILE],
+    ) {
+        let blocks = w.blocks;
+        let ones = _mm256_set1_epi16(1);
+        let shift = match kind {
+            Kind::Mins => 0,
+            Kind::Offset { shift } => shift,
+        };
+        let shift = _mm_cvtsi32_si128(shift as i32);
+        for (rr, cc) in [(0, 0), (0, 2), (2, 0), (2, 2)] {
+            let mut acc_f = [0.0f32; 4];
+            for b in 0..blocks {
+                // SAFETY (pointers and loads below): as in `vnni_4x4`.
+                let wq: [*const u8; 2] = std::array::from_fn(|r| unsafe {
+                    w.q.as_ptr().add(((r0 + rr + r) * blocks + b) * QK)
+                });
+                let aq: [*const i8; 2] = std::array::from_fn(|c| unsafe {
+                    a.q.as_ptr().add(((c0 + cc + c) * blocks + b) * QK)
+                });
+                // acc[pair][half]: lanes 0–7 (groups 0–7) and 8–15.
+                let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+                for step in 0..4 {
+                    for half in 0..2 {
+                        let at = 64 * step + 32 * half;
+                        let wv: [__m256i; 2] = std::array::from_fn(|r| unsafe {
+                            _mm256_loadu_si256(wq[r].add(at).cast())
+                        });
+                        for c in 0..2 {
+                            let av = unsafe { _mm256_loadu_si256(aq[c].add(at).cast()) };
+                            for r in 0..2 {
+                                let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], av), ones);
+                                acc[2 * r + c][half] = _mm256_add_epi32(acc[2 * r + c][half], dot);
+                            }
+                        }
+                    }
+                }
+                let mut v = [_mm256_setzero_si256(); 8];
+                for r in 0..2 {
+                    let at = ((r0 + rr + r) * blocks + b) * GROUPS;
+                    let (sc_lo, sc_hi, corr) = unsafe {
+                        (
+                            _mm256_loadu_si256(w.scales.as_ptr().add(at).cast()),
+                            _mm256_loadu_si256(w.scales.as_ptr().add(at + 8).cast()),
+                            _mm256_loadu_si256(w.corr.as_ptr().add(at).cast()),
+                        )
+                    };
+                    for c in 0..2 {
+                        let p = 2 * r + c;
+                        let scaled = _mm256_add_epi32(
+                            _mm256_mullo_epi32(acc[p][0], sc_lo),
+                            _mm256_mullo_epi32(acc[p][1], sc_hi),
+                        );
+                        let bsums = unsafe {
+                            _mm256_loadu_si256(
+                                a.bsums
+                                    .as_ptr()
+                                    .add(((c0 + cc + c) * blocks + b) * GROUPS)
+                                    .cast(),
+                            )
+                        };
+                        let corr = _mm256_madd_epi16(corr, bsums);
+                        match kind {
+                            Kind::Mins => (v[2 * p], v[2 * p + 1]) = (scaled, corr),
+                            Kind::Offset { .. } => {
+                                v[2 * p] = _mm256_sub_epi32(scaled, _mm256_sll_epi32(corr, shift))
+                            }
+                        }
+                    }
+                }
+                let mut sums = [0i32; 8];
+                // SAFETY: 8 × i32 into an 8 × i32 array.
+                unsafe { _mm256_storeu_si256(sums.as_mut_ptr().cast(), sum8(&v)) };
+                for r in 0..2 {
+                    let row = b * w.rows + r0 + rr + r;
+                    for c in 0..2 {
+                        let p = 2 * r + c;
+                        let d_a = a.d[b * a.rows + c0 + cc + c];
+                        acc_f[p] = combine(
+                            kind,
+                            acc_f[p],
+                            w.d[row],
+                            w.dmin[row],
+                            d_a,
+                            sums[2 * p],
+                            sums[2 * p + 1],
+                        );
+                    }
+                }
+            }
+            for r in 0..2 {
+                for c in 0..2 {
+                    out[4 * (rr + r) + cc + c] = acc_f[2 * r + c];
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_is_a_permutation_of_a_block() {
+        let mut seen = [false; QK];
+        for i in 0..QK {
+            let p = packed_index(i);
+            assert!(!seen[p], "{i} → {p} twice");
+            seen[p] = true;
+            // Lane p / 4 of a 64-byte step is element i's group.
+            assert_eq!((p % 64) / 4, i / 16);
+        }
+    }
+}
