@@ -3,8 +3,8 @@
 //! ([`super::q8`]) bit for bit.
 //!
 //! Each task decodes its weight rows once per product into a packed tile ([`KTile`]): every
-//! element as an unsigned byte (Q3_K and Q6_K shifted by their offset 4 or 32), in the layout
-//! of [`packed_index`], where one 64-byte step holds four consecutive elements of each of a
+//! element as an unsigned byte (Q3_K and Q6_K shifted by their offset 4 or 32), in a packed
+//! layout ([`pack_block`]), where one 64-byte step holds four consecutive elements of each of a
 //! block's sixteen groups of 16 (lane k of a 16-lane vector of sums is group k). The
 //! activations are quantized to q8_K once per product and packed the same way ([`KActs`]).
 //! A kernel then multiplies 4 weight rows by 4 activation rows at a time: four
@@ -19,7 +19,7 @@
 //! scaled value at most 128 times that, and a block's sum stays below 2³¹; on AVX2 the
 //! `maddubs` pairs stay below 2·63·127 < 2¹⁵, so they never saturate.
 
-use super::q8::{Combine, Isa, decode, quantize_q8_k};
+use super::q8::{Combine, Isa, decode, half_at, quantize_q8_k, scale_min_k4};
 use candle_core::quantized::GgmlDType;
 use rayon::prelude::*;
 
@@ -29,11 +29,19 @@ pub(super) const QK: usize = 256;
 const GROUPS: usize = 16;
 /// Weight rows and activation rows of one kernel call.
 pub(super) const TILE: usize = 4;
-/// Where element `i` of a block lies in its packed form: step `(i % 16) / 4` (64 bytes each),
-/// lane `i / 16` (4 bytes each), byte `i % 4`.
-pub(super) fn packed_index(i: usize) -> usize {
-    let (group, within) = (i / 16, i % 16);
-    (within / 4) * 64 + 4 * group + within % 4
+/// A block's 256 bytes in element order rearranged into the packed order: element `i` goes to
+/// step `(i % 16) / 4` (64 bytes each), lane `i / 16` (4 bytes each), byte `i % 4`, so that
+/// lane k of a step's sums of four belongs to group k. Four bytes at a time: a 16 × 4
+/// transpose of 32-bit words.
+#[inline]
+fn pack_block<T: Copy>(natural: &[T; QK], packed: &mut [T]) {
+    for step in 0..4 {
+        for group in 0..GROUPS {
+            let from = 16 * group + 4 * step;
+            let to = 64 * step + 4 * group;
+            packed[to..to + 4].copy_from_slice(&natural[from..from + 4]);
+        }
+    }
 }
 
 /// How a K-quant's integer sums are combined: with a min per sub-block (`dmin`, subtracted
@@ -64,7 +72,7 @@ pub(super) struct KTile {
     /// Rows held (a multiple of [`TILE`]).
     pub rows: usize,
     pub blocks: usize,
-    /// `[row][block][256]`, packed ([`packed_index`]), unsigned.
+    /// `[row][block][256]`, packed ([`pack_block`]), unsigned.
     pub q: Vec<u8>,
     /// `[row][block][16]`: the scale of each group of 16.
     pub scales: Vec<i32>,
@@ -106,25 +114,85 @@ impl KTile {
         for (r, row) in rows.enumerate() {
             let row = &bytes[row * row_bytes..(row + 1) * row_bytes];
             for (b, block) in row.chunks_exact(size).enumerate() {
-                let w = decode(dtype, block);
                 let at = r * blocks + b;
                 let q = &mut self.q[at * QK..(at + 1) * QK];
-                for (i, &v) in w.q.iter().enumerate() {
-                    q[packed_index(i)] = (v + offset) as u8;
-                }
-                for g in 0..GROUPS {
-                    self.scales[at * GROUPS + g] = w.scales[g];
-                    self.corr[at * GROUPS + g] = if offset == 0 {
-                        w.mins[g] as i16
-                    } else {
-                        w.scales[g] as i16
-                    };
-                }
-                self.d[b * held + r] = w.d;
-                self.dmin[b * held + r] = w.m;
+                let scales = &mut self.scales[at * GROUPS..(at + 1) * GROUPS];
+                let corr = &mut self.corr[at * GROUPS..(at + 1) * GROUPS];
+                let (d, dmin) = match dtype {
+                    GgmlDType::Q4K => unpack_q4_k(block, q, scales, corr),
+                    GgmlDType::Q6K => unpack_q6_k(block, q, scales, corr),
+                    _ => unpack_decoded(dtype, offset, block, q, scales, corr),
+                };
+                self.d[b * held + r] = d;
+                self.dmin[b * held + r] = dmin;
             }
         }
     }
+}
+
+/// Any K-quant block through the scalar reference's [`decode`]: its values (plus `offset`)
+/// packed, the scales and corrections of [`KTile`]; returns `(d, dmin)`.
+fn unpack_decoded(
+    dtype: GgmlDType,
+    offset: i32,
+    block: &[u8],
+    q: &mut [u8],
+    scales: &mut [i32],
+    corr: &mut [i16],
+) -> (f32, f32) {
+    let w = decode(dtype, block);
+    let natural: [u8; QK] = std::array::from_fn(|i| (w.q[i] + offset) as u8);
+    pack_block(&natural, q);
+    for g in 0..GROUPS {
+        scales[g] = w.scales[g];
+        corr[g] = if offset == 0 { w.mins[g] } else { w.scales[g] } as i16;
+    }
+    (w.d, w.m)
+}
+
+/// Q4_K (d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles: 64 elements per
+/// 32 bytes, low nibbles first) unpacked directly, as [`unpack_decoded`] would.
+fn unpack_q4_k(block: &[u8], q: &mut [u8], scales: &mut [i32], corr: &mut [i16]) -> (f32, f32) {
+    let qs = &block[16..144];
+    let mut natural = [0u8; QK];
+    for g in 0..4 {
+        for l in 0..32 {
+            let byte = qs[32 * g + l];
+            natural[64 * g + l] = byte & 0xF;
+            natural[64 * g + 32 + l] = byte >> 4;
+        }
+    }
+    pack_block(&natural, q);
+    for j in 0..8 {
+        let (sc, m) = scale_min_k4(j, &block[4..16]);
+        scales[2 * j..2 * j + 2].fill(sc as i32);
+        corr[2 * j..2 * j + 2].fill(m as i16);
+    }
+    (half_at(block, 0), half_at(block, 2))
+}
+
+/// Q6_K (128 bytes of low nibbles, 64 of high bit pairs, 16 signed scales, d) unpacked
+/// directly, as [`unpack_decoded`] would (values 0–63: the stored ones, offset 32 included).
+fn unpack_q6_k(block: &[u8], q: &mut [u8], scales: &mut [i32], corr: &mut [i16]) -> (f32, f32) {
+    let (ql, qh) = (&block[0..128], &block[128..192]);
+    let mut natural = [0u8; QK];
+    for half in 0..2 {
+        for l in 0..32 {
+            let (a, b) = (ql[64 * half + l], ql[64 * half + 32 + l]);
+            let h = qh[32 * half + l];
+            let at = 128 * half + l;
+            natural[at] = (a & 0xF) | ((h & 3) << 4);
+            natural[at + 32] = (b & 0xF) | (((h >> 2) & 3) << 4);
+            natural[at + 64] = (a >> 4) | (((h >> 4) & 3) << 4);
+            natural[at + 96] = (b >> 4) | (((h >> 6) & 3) << 4);
+        }
+    }
+    pack_block(&natural, q);
+    for (g, &s) in block[192..208].iter().enumerate() {
+        scales[g] = s as i8 as i32;
+        corr[g] = s as i8 as i16;
+    }
+    (half_at(block, 208), 0.0)
 }
 
 /// Activation rows quantized to q8_K and packed for the kernels; rows past the real ones
@@ -133,7 +201,7 @@ pub(super) struct KActs {
     /// Rows held (a multiple of [`TILE`]).
     pub rows: usize,
     pub blocks: usize,
-    /// `[row][block][256]`, packed ([`packed_index`]).
+    /// `[row][block][256]`, packed ([`pack_block`]).
     pub q: Vec<i8>,
     /// `[row][block][16]`: the sums of each group of 16 quantized activations.
     pub bsums: Vec<i16>,
@@ -157,10 +225,7 @@ impl KActs {
             .zip(x.par_chunks_exact(cols))
             .for_each(|(((q, sums), d), xs)| {
                 for (b, a) in quantize_q8_k(xs).iter().enumerate() {
-                    let q = &mut q[b * QK..(b + 1) * QK];
-                    for (i, &v) in a.qs.iter().enumerate() {
-                        q[packed_index(i)] = v;
-                    }
+                    pack_block(&a.qs, &mut q[b * QK..(b + 1) * QK]);
                     sums[b * GROUPS..(b + 1) * GROUPS].copy_from_slice(&a.bsums);
                     d[b] = a.d;
                 }
@@ -470,16 +535,47 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
-    fn packing_is_a_permutation_of_a_block() {
-        let mut seen = [false; QK];
-        for i in 0..QK {
-            let p = packed_index(i);
-            assert!(!seen[p], "{i} → {p} twice");
-            seen[p] = true;
-            // Lane p / 4 of a 64-byte step is element i's group.
+    fn packing_puts_each_group_in_its_own_lane() {
+        let natural: [u16; QK] = std::array::from_fn(|i| i as u16);
+        let mut packed = [0u16; QK];
+        pack_block(&natural, &mut packed);
+        for (p, &i) in packed.iter().enumerate() {
+            let i = i as usize;
+            assert_eq!(p, (i % 16) / 4 * 64 + 4 * (i / 16) + i % 4, "element {i}");
+            // Lane (p % 64) / 4 of a step is element i's group.
             assert_eq!((p % 64) / 4, i / 16);
+        }
+    }
+
+    /// The direct Q4_K and Q6_K unpacking gives what unpacking through the scalar
+    /// reference's `decode` gives, on random blocks.
+    #[test]
+    fn direct_unpacking_equals_the_decoded_blocks() {
+        let mut rng = ChaCha8Rng::seed_from_u64(17);
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let offset = match Kind::of(dtype) {
+                Kind::Mins => 0,
+                Kind::Offset { shift } => 1 << shift,
+            };
+            for _ in 0..200 {
+                let block: Vec<u8> = (0..dtype.type_size()).map(|_| rng.random()).collect();
+                let unpack = |direct: bool| {
+                    let (mut q, mut sc, mut corr) = ([0u8; QK], [0i32; GROUPS], [0i16; GROUPS]);
+                    let d = match (direct, dtype) {
+                        (true, GgmlDType::Q4K) => unpack_q4_k(&block, &mut q, &mut sc, &mut corr),
+                        (true, _) => unpack_q6_k(&block, &mut q, &mut sc, &mut corr),
+                        (false, _) => {
+                            unpack_decoded(dtype, offset, &block, &mut q, &mut sc, &mut corr)
+                        }
+                    };
+                    (q, sc, corr, d.0.to_bits(), d.1.to_bits())
+                };
+                assert_eq!(unpack(true), unpack(false), "{dtype:?}");
+            }
         }
     }
 }
