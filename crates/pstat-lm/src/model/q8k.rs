@@ -29,16 +29,23 @@ pub(super) const QK: usize = 256;
 const GROUPS: usize = 16;
 /// Weight rows and activation rows of one kernel call.
 pub(super) const TILE: usize = 4;
+/// The lane of a 16-lane vector of sums that holds group `g`: even groups in lanes 0–7, odd
+/// ones in 8–15, so that adding a vector's two halves adds the two groups of each 32-element
+/// sub-block (which share their scale in Q4_K and Q5_K).
+const fn lane(g: usize) -> usize {
+    g / 2 + 8 * (g % 2)
+}
+
 /// A block's 256 bytes in element order rearranged into the packed order: element `i` goes to
-/// step `(i % 16) / 4` (64 bytes each), lane `i / 16` (4 bytes each), byte `i % 4`, so that
-/// lane k of a step's sums of four belongs to group k. Four bytes at a time: a 16 × 4
-/// transpose of 32-bit words.
+/// step `(i % 16) / 4` (64 bytes each), lane `lane(i / 16)` (4 bytes each), byte `i % 4`, so
+/// that a step's sums of four leave each group in its own lane. Four bytes at a time: a
+/// 16 × 4 transpose of 32-bit words.
 #[inline]
 fn pack_block<T: Copy>(natural: &[T; QK], packed: &mut [T]) {
     for step in 0..4 {
         for group in 0..GROUPS {
             let from = 16 * group + 4 * step;
-            let to = 64 * step + 4 * group;
+            let to = 64 * step + 4 * lane(group);
             packed[to..to + 4].copy_from_slice(&natural[from..from + 4]);
         }
     }
@@ -48,8 +55,9 @@ fn pack_block<T: Copy>(natural: &[T; QK], packed: &mut [T]) {
 /// as `M`), or with signed values stored as unsigned plus an offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
-    /// Q2_K, Q4_K, Q5_K: [`Combine::scale_dmin`].
-    Mins,
+    /// Q2_K, Q4_K, Q5_K: [`Combine::scale_dmin`]; `paired` when the scales are per 32
+    /// elements (Q4_K, Q5_K), so that a block's two halves of lanes add before scaling.
+    Mins { paired: bool },
     /// Q3_K (offset 4 = 2²), Q6_K (offset 32 = 2⁵): [`Combine::scale`]; the offset's share,
     /// `2^shift · Σ scale·(sum of 16 activations)`, is subtracted in integers.
     Offset { shift: u32 },
@@ -60,7 +68,8 @@ impl Kind {
         match dtype {
             GgmlDType::Q3K => Kind::Offset { shift: 2 },
             GgmlDType::Q6K => Kind::Offset { shift: 5 },
-            _ => Kind::Mins,
+            GgmlDType::Q2K => Kind::Mins { paired: false },
+            _ => Kind::Mins { paired: true },
         }
     }
 }
@@ -74,7 +83,7 @@ pub(super) struct KTile {
     pub blocks: usize,
     /// `[row][block][256]`, packed ([`pack_block`]), unsigned.
     pub q: Vec<u8>,
-    /// `[row][block][16]`: the scale of each group of 16.
+    /// `[row][block][16]`: the scale of each group of 16, in lane order ([`lane`]).
     pub scales: Vec<i32>,
     /// `[row][block][16]`: per group, the min (kind `Mins`) or the scale (kind `Offset`).
     pub corr: Vec<i16>,
@@ -95,7 +104,7 @@ impl KTile {
         let held = rows.len().div_ceil(TILE) * TILE;
         let size = dtype.type_size();
         let offset = match Kind::of(dtype) {
-            Kind::Mins => 0,
+            Kind::Mins { .. } => 0,
             Kind::Offset { shift } => 1 << shift,
         };
         self.rows = held;
@@ -144,7 +153,7 @@ fn unpack_decoded(
     let natural: [u8; QK] = std::array::from_fn(|i| (w.q[i] + offset) as u8);
     pack_block(&natural, q);
     for g in 0..GROUPS {
-        scales[g] = w.scales[g];
+        scales[lane(g)] = w.scales[g];
         corr[g] = if offset == 0 { w.mins[g] } else { w.scales[g] } as i16;
     }
     (w.d, w.m)
@@ -165,7 +174,7 @@ fn unpack_q4_k(block: &[u8], q: &mut [u8], scales: &mut [i32], corr: &mut [i16])
     pack_block(&natural, q);
     for j in 0..8 {
         let (sc, m) = scale_min_k4(j, &block[4..16]);
-        scales[2 * j..2 * j + 2].fill(sc as i32);
+        (scales[lane(2 * j)], scales[lane(2 * j + 1)]) = (sc as i32, sc as i32);
         corr[2 * j..2 * j + 2].fill(m as i16);
     }
     (half_at(block, 0), half_at(block, 2))
@@ -189,7 +198,7 @@ fn unpack_q6_k(block: &[u8], q: &mut [u8], scales: &mut [i32], corr: &mut [i16])
     }
     pack_block(&natural, q);
     for (g, &s) in block[192..208].iter().enumerate() {
-        scales[g] = s as i8 as i32;
+        scales[lane(g)] = s as i8 as i32;
         corr[g] = s as i8 as i16;
     }
     (half_at(block, 208), 0.0)
@@ -264,9 +273,14 @@ pub(super) fn tile_dot(
         // ISAs they detected), and the rows and blocks read were bounds-checked above.
         unsafe {
             match (isa, kind) {
-                (Isa::Vnni, Kind::Mins) => x86::vnni_4x4::<true>(w, r0, a, c0, 0, out),
+                (Isa::Vnni, Kind::Mins { paired: true }) => {
+                    x86::vnni_4x4::<true, true>(w, r0, a, c0, 0, out)
+                }
+                (Isa::Vnni, Kind::Mins { paired: false }) => {
+                    x86::vnni_4x4::<true, false>(w, r0, a, c0, 0, out)
+                }
                 (Isa::Vnni, Kind::Offset { shift }) => {
-                    x86::vnni_4x4::<false>(w, r0, a, c0, shift, out)
+                    x86::vnni_4x4::<false, false>(w, r0, a, c0, shift, out)
                 }
                 (Isa::Avx2, _) => x86::avx2_4x4(kind, w, r0, a, c0, out),
                 (Isa::Scalar, _) => return false,
@@ -286,7 +300,7 @@ pub(super) fn tile_dot(
 #[inline(always)]
 fn combine(kind: Kind, acc: f32, d: f32, dmin: f32, d_a: f32, s: i32, m: i32) -> f32 {
     match kind {
-        Kind::Mins => Combine::scale_dmin(acc, d, dmin, d_a, s, m),
+        Kind::Mins { .. } => Combine::scale_dmin(acc, d, dmin, d_a, s, m),
         Kind::Offset { .. } => Combine::scale(acc, d, d_a, s),
     }
 }
@@ -313,12 +327,13 @@ mod x86 {
     }
 
     /// 4 weight rows × 4 activation rows with AVX512-VNNI: per block and pair, four
-    /// 64-byte `vpdpbusd` steps, the groups' scales by one `vpmulld`, the two halves added;
+    /// 64-byte `vpdpbusd` steps, the groups' scales by one `vpmulld` and the two halves
+    /// added (`PAIRED`: added first, then scaled);
     /// then the 16 pairs' sums reduced together and combined in f32 in eight-lane vectors
     /// (lane `4(r % 2) + c`, rows 0–1 in the first vector, 2–3 in the second), with the
     /// scalar reference's operations.
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(super) unsafe fn vnni_4x4<const MINS: bool>(
+    pub(super) unsafe fn vnni_4x4<const MINS: bool, const PAIRED: bool>(
         w: &KTile,
         r0: usize,
         a: &KActs,
@@ -361,12 +376,17 @@ mod x86 {
                         _mm256_loadu_si256(w.corr.as_ptr().add(at).cast()),
                     )
                 };
+                let add_halves = |v| {
+                    _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
+                };
                 for c in 0..TILE {
-                    let scaled = _mm512_mullo_epi32(acc[r][c], sc);
-                    let halves = _mm256_add_epi32(
-                        _mm512_castsi512_si256(scaled),
-                        _mm512_extracti64x4_epi64::<1>(scaled),
-                    );
+                    // Paired scales: the halves hold the two groups of each sub-block, which
+                    // share the scale in lanes j and j + 8; add first, scale eight lanes.
+                    let halves = if PAIRED {
+                        _mm256_mullo_epi32(add_halves(acc[r][c]), _mm512_castsi512_si256(sc))
+                    } else {
+                        add_halves(_mm512_mullo_epi32(acc[r][c], sc))
+                    };
                     let bsums = unsafe {
                         _mm256_loadu_si256(
                             a.bsums
@@ -439,7 +459,7 @@ mod x86 {
         let blocks = w.blocks;
         let ones = _mm256_set1_epi16(1);
         let shift = match kind {
-            Kind::Mins => 0,
+            Kind::Mins { .. } => 0,
             Kind::Offset { shift } => shift,
         };
         let shift = _mm_cvtsi32_si128(shift as i32);
@@ -496,7 +516,7 @@ mod x86 {
                         };
                         let corr = _mm256_madd_epi16(corr, bsums);
                         match kind {
-                            Kind::Mins => (v[2 * p], v[2 * p + 1]) = (scaled, corr),
+                            Kind::Mins { .. } => (v[2 * p], v[2 * p + 1]) = (scaled, corr),
                             Kind::Offset { .. } => {
                                 v[2 * p] = _mm256_sub_epi32(scaled, _mm256_sll_epi32(corr, shift))
                             }
@@ -545,9 +565,15 @@ mod tests {
         pack_block(&natural, &mut packed);
         for (p, &i) in packed.iter().enumerate() {
             let i = i as usize;
-            assert_eq!(p, (i % 16) / 4 * 64 + 4 * (i / 16) + i % 4, "element {i}");
-            // Lane (p % 64) / 4 of a step is element i's group.
-            assert_eq!((p % 64) / 4, i / 16);
+            let group = i / 16;
+            assert_eq!(
+                p,
+                (i % 16) / 4 * 64 + 4 * lane(group) + i % 4,
+                "element {i}"
+            );
+            // Lane (p % 64) / 4 of a step is element i's group; a sub-block's two groups lie
+            // in lanes j and j + 8.
+            assert_eq!((p % 64) / 4, group / 2 + 8 * (group % 2));
         }
     }
 
@@ -558,7 +584,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(17);
         for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
             let offset = match Kind::of(dtype) {
-                Kind::Mins => 0,
+                Kind::Mins { .. } => 0,
                 Kind::Offset { shift } => 1 << shift,
             };
             for _ in 0..200 {
