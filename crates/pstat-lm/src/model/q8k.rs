@@ -473,10 +473,10 @@ mod x86 {
                 let aq: [*const i8; 2] = std::array::from_fn(|c| unsafe {
                     a.q.as_ptr().add(((c0 + cc + c) * blocks + b) * QK)
                 });
-                // acc[pair][half]: lanes 0–7 (groups 0–7) and 8–15.
-                let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+                // acc[half][pair]: lanes 0–7 (the even groups) and 8–15 (the odd ones).
+                let mut acc = [[_mm256_setzero_si256(); 4]; 2];
                 for step in 0..4 {
-                    for half in 0..2 {
+                    for (half, acc) in acc.iter_mut().enumerate() {
                         let at = 64 * step + 32 * half;
                         let wv: [__m256i; 2] = std::array::from_fn(|r| unsafe {
                             _mm256_loadu_si256(wq[r].add(at).cast())
@@ -485,7 +485,7 @@ mod x86 {
                             let av = unsafe { _mm256_loadu_si256(aq[c].add(at).cast()) };
                             for r in 0..2 {
                                 let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], av), ones);
-                                acc[2 * r + c][half] = _mm256_add_epi32(acc[2 * r + c][half], dot);
+                                acc[2 * r + c] = _mm256_add_epi32(acc[2 * r + c], dot);
                             }
                         }
                     }
@@ -503,8 +503,8 @@ mod x86 {
                     for c in 0..2 {
                         let p = 2 * r + c;
                         let scaled = _mm256_add_epi32(
-                            _mm256_mullo_epi32(acc[p][0], sc_lo),
-                            _mm256_mullo_epi32(acc[p][1], sc_hi),
+                            _mm256_mullo_epi32(acc[0][p], sc_lo),
+                            _mm256_mullo_epi32(acc[1][p], sc_hi),
                         );
                         let bsums = unsafe {
                             _mm256_loadu_si256(
