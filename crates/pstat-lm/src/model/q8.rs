@@ -40,8 +40,10 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// Every precision's name, as configs and `--precision` spell it.
     pub const NAMES: [&'static str; 2] = ["f32", "q8"];
 
+    /// This precision's name ([`Precision::NAMES`]).
     pub fn name(self) -> &'static str {
         match self {
             Precision::F32 => "f32",
@@ -72,9 +74,11 @@ impl std::str::FromStr for Precision {
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct A8_0 {
+    /// The quantized values.
     pub qs: [i8; 32],
     /// The scale, rounded to f16 as llama.cpp stores it.
     pub d: f32,
+    /// `Σ qs`.
     pub sum: i32,
 }
 
@@ -82,8 +86,11 @@ pub struct A8_0 {
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct A8K {
+    /// The quantized values.
     pub qs: [i8; 256],
+    /// The sums of each 16 quantized values.
     pub bsums: [i16; 16],
+    /// The scale.
     pub d: f32,
 }
 
@@ -414,9 +421,12 @@ fn row_scalar(
 /// The instruction set a q8 product runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
+    /// The scalar reference kernels (every CPU).
     Scalar,
+    /// AVX2 (`maddubs` + `madd` integer sums).
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX512-VNNI (`vpdpbusd`), with AVX512F/BW/VL.
     #[cfg(target_arch = "x86_64")]
     Vnni,
 }
@@ -445,6 +455,7 @@ impl Isa {
         })
     }
 
+    /// The name manifests record.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
@@ -458,7 +469,7 @@ impl Isa {
 
 /// Weight rows per task: their blocks (or, for the K-quants, their decoded tile) stay in cache
 /// while every group of activation rows passes.
-pub(super) const ROWS_PER_TASK: usize = 32;
+const ROWS_PER_TASK: usize = 32;
 
 /// `x[n × w.cols] · wᵀ` under [`Precision::Q8`], with the kernels of `isa`; `None` when a part
 /// of `w` is stored as floats (the caller keeps the f32 product).

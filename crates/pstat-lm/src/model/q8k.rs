@@ -64,6 +64,7 @@ pub(super) enum Kind {
 }
 
 impl Kind {
+    /// The kind of a K-quant type.
     pub(super) fn of(dtype: GgmlDType) -> Kind {
         match dtype {
             GgmlDType::Q3K => Kind::Offset { shift: 2 },
@@ -80,6 +81,7 @@ impl Kind {
 pub(super) struct KTile {
     /// Rows held (a multiple of [`TILE`]).
     pub rows: usize,
+    /// Blocks per row.
     pub blocks: usize,
     /// `[row][block][256]`, packed ([`pack_block`]), unsigned.
     pub q: Vec<u8>,
@@ -209,6 +211,7 @@ fn unpack_q6_k(block: &[u8], q: &mut [u8], scales: &mut [i32], corr: &mut [i16])
 pub(super) struct KActs {
     /// Rows held (a multiple of [`TILE`]).
     pub rows: usize,
+    /// Blocks per row.
     pub blocks: usize,
     /// `[row][block][256]`, packed ([`pack_block`]).
     pub q: Vec<i8>,
