@@ -10,11 +10,15 @@
 //! Python process's `ru_maxrss` would include this one's memory, carried across exec).
 //! `--tokenizer` tokenizes with another GGUF's tokenizer (any ids of the model's vocabulary
 //! cost the same). `--precision f32,q8` measures pstat in each precision listed, one after the
-//! other in the same run (peak memory reset in between), against one llama.cpp measurement.
+//! other in the same run (peak memory reset in between), against one llama.cpp measurement;
+//! `--precision none` measures llama.cpp alone. `--json PATH` appends one JSON line per side
+//! measured (tok/s and tok/CPU-s of each workload, peak memory), for
+//! tools/bench/q8_table.sh, which runs each side in its own process, repeatedly and
+//! interleaved, and tabulates the medians.
 //!
 //! cargo run --release -p pstat-lm --example bench -- [--model NAME|PATH] [--threads 2]
 //!     [--python /path/to/python-with-llama_cpp] [--recompute 20] [--tokenizer NAME|PATH]
-//!     [--prefill 512] [--tests 500] [--precision f32[,q8]]
+//!     [--prefill 512] [--tests 500] [--precision f32[,q8]|none] [--json PATH]
 //!
 //! `--prefill` and `--tests` shrink (a) and (b) for models too slow to run them whole on a
 //! small machine; tokens/s depends on the context and the shapes, not on how many statements.
@@ -39,6 +43,7 @@ struct Args {
     prefill: usize,
     tests: usize,
     precisions: Vec<Precision>,
+    json: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -51,6 +56,7 @@ fn parse_args() -> Args {
         prefill: 512,
         tests: 500,
         precisions: vec![Precision::F32],
+        json: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -63,6 +69,8 @@ fn parse_args() -> Args {
             "--tokenizer" => args.tokenizer = Some(value),
             "--prefill" => args.prefill = value.parse().expect("--prefill takes a number"),
             "--tests" => args.tests = value.parse().expect("--tests takes a number"),
+            "--precision" if value == "none" => args.precisions.clear(),
+            "--json" => args.json = Some(value),
             "--precision" => {
                 args.precisions = value
                     .split(',')
@@ -124,9 +132,11 @@ fn main() {
         lm.hidden_states(&statements, &[layer]).unwrap();
         let prefill = prefill_tokens as f64 / start.elapsed().as_secs_f64();
         let prefill_cpu = prefill_tokens as f64 / (cpu_seconds() - cpu_start);
+        let cpu_start = cpu_seconds();
         let start = Instant::now();
         lm.hidden_states(&statements, &[lm.n_layers()]).unwrap();
         let prefill_full = prefill_tokens as f64 / start.elapsed().as_secs_f64();
+        let prefill_full_cpu = prefill_tokens as f64 / (cpu_seconds() - cpu_start);
 
         let scoring_tokens: usize = suffixes.iter().map(|s| s.len()).sum();
         let cpu_start = cpu_seconds();
@@ -145,7 +155,7 @@ fn main() {
             lm.sha256()
         );
         println!(
-            "(a) prefill {n_prefill} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s, {prefill_cpu:.0} tok/CPU-s (all {} layers: {prefill_full:.0} tok/s)",
+            "(a) prefill {n_prefill} statements, {prefill_tokens} tokens, to layer {layer}/{}: pstat {prefill:.0} tok/s, {prefill_cpu:.0} tok/CPU-s (all {} layers: {prefill_full:.0} tok/s, {prefill_full_cpu:.0} tok/CPU-s)",
             lm.n_layers(),
             lm.n_layers()
         );
@@ -154,6 +164,28 @@ fn main() {
             prefix.len()
         );
         println!("pstat peak resident memory: {peak:.0} MiB");
+        if let Some(json) = &args.json {
+            append_json(
+                json,
+                serde_json::json!({
+                    "side": format!("pstat {precision}"),
+                    "kernels": lm.kernel_isa(),
+                    "model": args.model,
+                    "prefill_tokens": prefill_tokens,
+                    "scoring_tokens": scoring_tokens,
+                    "context_tokens": prefix.len(),
+                    "middle_layer": layer,
+                    "n_layers": lm.n_layers(),
+                    "prefill_tok_s": prefill,
+                    "prefill_tok_cpu_s": prefill_cpu,
+                    "prefill_full_tok_s": prefill_full,
+                    "prefill_full_tok_cpu_s": prefill_full_cpu,
+                    "scoring_tok_s": scoring,
+                    "scoring_tok_cpu_s": scoring_cpu,
+                    "peak_rss_mib": peak,
+                }),
+            );
+        }
         if args.recompute > 0 {
             prefix_reuse(
                 &lm,
@@ -183,6 +215,7 @@ fn main() {
             args.threads,
             (&statements, &prefix, &suffixes),
             &measured,
+            args.json.as_deref(),
         );
     } else {
         println!(
@@ -225,6 +258,7 @@ fn compare_llama_cpp(
     threads: usize,
     (statements, prefix, suffixes): (&[Vec<u32>], &[u32], &[Vec<u32>]),
     ours: &[(Precision, [f64; 6])],
+    json_out: Option<&str>,
 ) {
     let dir = tempfile::tempdir().unwrap();
     let workload = dir.path().join("workload.json");
@@ -254,8 +288,13 @@ fn compare_llama_cpp(
         return;
     }
     let line = String::from_utf8_lossy(&out.stdout);
-    let theirs: serde_json::Value =
+    let mut theirs: serde_json::Value =
         serde_json::from_str(line.lines().last().unwrap_or("")).unwrap();
+    if let Some(json_out) = json_out {
+        theirs["side"] = "llama.cpp".into();
+        theirs["model"] = path.display().to_string().into();
+        append_json(json_out, theirs.clone());
+    }
     let (lp, ls) = (
         theirs["prefill_tok_s"].as_f64().unwrap(),
         theirs["scoring_tok_s"].as_f64().unwrap(),
@@ -294,6 +333,17 @@ fn compare_llama_cpp(
             peak / their_peak
         );
     }
+}
+
+/// Appends `value` as one line to the file at `path`.
+fn append_json(path: &str, value: serde_json::Value) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("--json {path}: {e}"));
+    writeln!(file, "{value}").unwrap_or_else(|e| panic!("--json {path}: {e}"));
 }
 
 /// User + system CPU seconds of this process so far (all threads), from /proc/self/stat.

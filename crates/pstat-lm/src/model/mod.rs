@@ -21,6 +21,7 @@ pub mod ops;
 pub mod q8;
 #[cfg(target_arch = "x86_64")]
 mod q8_x86;
+mod q8k;
 pub mod qwen2;
 pub mod weights;
 

@@ -21,6 +21,7 @@
 //! Weights stored as F32, F16 or BF16 keep the f32 product under `q8` (there is no integer
 //! arithmetic to gain from them); so does a matrix that stacks such a part with quantized ones.
 
+use super::q8k::{KActs, KTile, Kind, QK, TILE, tile_dot};
 use super::weights::{Matrix, Stored};
 use half::f16;
 use rayon::prelude::*;
@@ -39,8 +40,10 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// Every precision's name, as configs and `--precision` spell it.
     pub const NAMES: [&'static str; 2] = ["f32", "q8"];
 
+    /// This precision's name ([`Precision::NAMES`]).
     pub fn name(self) -> &'static str {
         match self {
             Precision::F32 => "f32",
@@ -71,9 +74,11 @@ impl std::str::FromStr for Precision {
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct A8_0 {
+    /// The quantized values.
     pub qs: [i8; 32],
     /// The scale, rounded to f16 as llama.cpp stores it.
     pub d: f32,
+    /// `Σ qs`.
     pub sum: i32,
 }
 
@@ -81,8 +86,11 @@ pub struct A8_0 {
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct A8K {
+    /// The quantized values.
     pub qs: [i8; 256],
+    /// The sums of each 16 quantized values.
     pub bsums: [i16; 16],
+    /// The scale.
     pub d: f32,
 }
 
@@ -413,9 +421,12 @@ fn row_scalar(
 /// The instruction set a q8 product runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
+    /// The scalar reference kernels (every CPU).
     Scalar,
+    /// AVX2 (`maddubs` + `madd` integer sums).
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX512-VNNI (`vpdpbusd`), with AVX512F/BW/VL.
     #[cfg(target_arch = "x86_64")]
     Vnni,
 }
@@ -444,6 +455,7 @@ impl Isa {
         })
     }
 
+    /// The name manifests record.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
@@ -455,15 +467,25 @@ impl Isa {
     }
 }
 
-/// Weight rows per task: their blocks stay in L1 while every group of activation rows passes.
+/// Weight rows per task: their blocks (or, for the K-quants, their decoded tile) stay in cache
+/// while every group of activation rows passes.
 const ROWS_PER_TASK: usize = 32;
 
 /// `x[n × w.cols] · wᵀ` under [`Precision::Q8`], with the kernels of `isa`; `None` when a part
 /// of `w` is stored as floats (the caller keeps the f32 product).
+///
+/// With a SIMD `isa`, K-quant parts run the register-blocked kernels of [`super::q8k`] on
+/// activations quantized and packed once per product; the 32-element types run one weight
+/// row against [`GROUP`] activation rows per call.
 pub(super) fn linear(x: &[f32], n: usize, w: &Matrix, isa: Isa) -> Option<Vec<f32>> {
     let parts = w.quantized_parts()?;
     let cols = w.cols;
-    let needs = |k: bool| parts.iter().any(|(_, s)| is_k_quant(s.dtype()) == k);
+    let tiled = |dtype| isa != Isa::Scalar && is_k_quant(dtype);
+    let needs = |k: bool| {
+        parts
+            .iter()
+            .any(|(_, s)| is_k_quant(s.dtype()) == k && !tiled(s.dtype()))
+    };
     let acts = Activations {
         q8_0: if needs(false) {
             x.par_chunks_exact(cols).map(quantize_q8_0).collect()
@@ -476,6 +498,10 @@ pub(super) fn linear(x: &[f32], n: usize, w: &Matrix, isa: Isa) -> Option<Vec<f3
             Vec::new()
         },
     };
+    let packed = parts
+        .iter()
+        .any(|(_, s)| tiled(s.dtype()))
+        .then(|| KActs::quantize(x, cols));
     let mut out = vec![0.0f32; n * w.rows];
     let dst = super::ops::SharedDst(out.as_mut_ptr());
     let tasks: Vec<(usize, &Stored, usize)> = parts
@@ -494,6 +520,32 @@ pub(super) fn linear(x: &[f32], n: usize, w: &Matrix, isa: Isa) -> Option<Vec<f3
             let row_bytes = cols / dtype.block_size() * dtype.type_size();
             let bytes = stored.bytes();
             let end = (start + ROWS_PER_TASK).min(bytes.len() / row_bytes);
+            let dst = &dst;
+            // SAFETY (both writers): `out` is `n × w.rows`; element (i, first_row + r) with
+            // i < n and start ≤ r < end (first_row + r < w.rows) is written by this task
+            // alone (tasks own disjoint weight rows).
+            let write =
+                |i: usize, r: usize, v: f32| unsafe { *dst.0.add(i * w.rows + first_row + r) = v };
+            if let Some(packed) = packed.as_ref().filter(|_| tiled(dtype)) {
+                K_TILE.with(|tile| {
+                    let mut tile = tile.borrow_mut();
+                    tile.fill(dtype, bytes, cols / QK, start..end);
+                    let kind = Kind::of(dtype);
+                    let mut dots = [0.0f32; TILE * TILE];
+                    for c0 in (0..packed.rows).step_by(TILE) {
+                        for r0 in (0..tile.rows).step_by(TILE) {
+                            let done = tile_dot(isa, kind, &tile, r0, packed, c0, &mut dots);
+                            assert!(done, "{isa:?} has K-quant kernels");
+                            for r in (start + r0..end).take(TILE) {
+                                for i in (c0..n).take(TILE) {
+                                    write(i, r, dots[TILE * (r - start - r0) + i - c0]);
+                                }
+                            }
+                        }
+                    }
+                });
+                return;
+            }
             let mut dots = [0.0f32; GROUP];
             for first in (0..n).step_by(GROUP) {
                 let group = first..(first + GROUP).min(n);
@@ -501,17 +553,18 @@ pub(super) fn linear(x: &[f32], n: usize, w: &Matrix, isa: Isa) -> Option<Vec<f3
                     let row = &bytes[r * row_bytes..(r + 1) * row_bytes];
                     let dots = &mut dots[..group.len()];
                     rows_dot(isa, dtype, row, &acts, group.clone(), dots);
-                    let dst = &dst;
                     for (i, &v) in group.clone().zip(dots.iter()) {
-                        // SAFETY: `out` is `n × w.rows`; element (i, first_row + r) with i < n
-                        // and first_row + r < w.rows is written by this task alone (tasks own
-                        // disjoint weight rows).
-                        unsafe { *dst.0.add(i * w.rows + first_row + r) = v };
+                        write(i, r, v);
                     }
                 }
             }
         });
     Some(out)
+}
+
+thread_local! {
+    /// Each worker's decoded K-quant weight rows, reused from product to product.
+    static K_TILE: std::cell::RefCell<KTile> = std::cell::RefCell::new(KTile::default());
 }
 
 /// Activation rows one kernel call multiplies with a weight row (the unpacked weights are

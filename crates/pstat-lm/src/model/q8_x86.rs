@@ -1,14 +1,14 @@
-//! x86-64 kernels of the q8 products ([`super::q8`]): one weight row times up to
-//! [`GROUP`] rows of quantized activations. They compute the integer sums of every weight block
+//! x86-64 kernels of the q8 products ([`super::q8`]) of the 32-element types (Q4_0, Q4_1,
+//! Q5_0, Q5_1, Q8_0; the K-quants have [`super::q8k`]): one weight row times up to [`GROUP`]
+//! rows of quantized activations. They compute the integer sums of every weight block
 //! with vector instructions and combine them with the scalar code's f32 operations
-//! ([`Combine`]), so their results are the scalar reference's bit for bit.
+//! ([`super::q8::Combine`]), so their results are the scalar reference's bit for bit.
 //!
 //! The kernels are written once and compiled twice: with AVX2 (`maddubs` + `madd`, as
 //! llama.cpp's AVX2 path) and with AVX512-VNNI on 256-bit vectors (`vpdpbusd` for the u8×i8
-//! sums of four, `vpdpwssd` for the scaled sums of the K-quants), which needs fewer
-//! instructions for the same exact sums.
+//! sums of four), which needs fewer instructions for the same exact sums.
 
-use super::q8::{A8_0, A8K, Activations, Combine, GROUP, Isa, scale_min_k4};
+use super::q8::{A8_0, Activations, GROUP, Isa};
 use candle_core::quantized::GgmlDType;
 use std::ops::Range;
 
@@ -23,9 +23,6 @@ pub(super) fn rows_dot(
 ) -> bool {
     let a0 = || -> [&[A8_0]; GROUP] {
         std::array::from_fn(|i| acts.q8_0[group.start + i.min(group.len() - 1)].as_slice())
-    };
-    let ak = || -> [&[A8K]; GROUP] {
-        std::array::from_fn(|i| acts.q8_k[group.start + i.min(group.len() - 1)].as_slice())
     };
     let n = group.len();
     // SAFETY (every arm): the ISA was detected on this CPU ([`Isa::detect`]; the tests call
@@ -48,20 +45,16 @@ pub(super) fn rows_dot(
             GgmlDType::Q4_1 => call!(q4_1, a0()),
             GgmlDType::Q5_0 => call!(q5_0, a0()),
             GgmlDType::Q5_1 => call!(q5_1, a0()),
-            GgmlDType::Q4K => call!(q4_k, ak()),
-            GgmlDType::Q5K => call!(q5_k, ak()),
-            GgmlDType::Q6K => call!(q6_k, ak()),
             _ => return false,
         }
     }
     true
 }
 
-/// The kernels, for one instruction set: `$features` to compile with, `dot4(u, s)` (i32 lanes
-/// of four u8×i8 products) and `dot_scaled(acc, u, s, scales)` (`acc` plus the u8×i8 pair
-/// sums times i16 scales).
+/// The kernels, for one instruction set: `$features` to compile with and `dot4(u, s)` (i32
+/// lanes of four u8×i8 products).
 macro_rules! kernels {
-    ($features:literal, $dot4:path, $dot_scaled:path) => {
+    ($features:literal, $dot4:path) => {
         use super::*;
         use std::arch::x86_64::*;
 
@@ -196,145 +189,6 @@ macro_rules! kernels {
                 })
             }
         }
-
-        /// Q4_K and Q5_K (`FIFTH`): per group of 64 elements, two sub-blocks of 32 with their
-        /// own scale; the mins times the activations' sums of 16 in scalar.
-        #[inline]
-        #[target_feature(enable = $features)]
-        unsafe fn k45<const FIFTH: bool>(row: &[u8], acts: [&[A8K]; GROUP], out: &mut [f32]) {
-            let size = if FIFTH { 176 } else { 144 };
-            let qs_at = if FIFTH { 48 } else { 16 };
-            let low4 = _mm256_set1_epi8(0x0F);
-            let one = _mm256_set1_epi8(1);
-            let mut total = [0.0f32; GROUP];
-            for (b, block) in row.chunks_exact(size).enumerate() {
-                let p = block.as_ptr();
-                // SAFETY: d and dmin are the block's first two f16s.
-                let (d, dmin) = unsafe { (f16_at(p), f16_at(p.add(2))) };
-                let (mut sc, mut mn) = ([0i16; 8], [0i32; 8]);
-                for j in 0..8 {
-                    let (s, m) = scale_min_k4(j, &block[4..16]);
-                    (sc[j], mn[j]) = (s as i16, m as i32);
-                }
-                let mut acc = [_mm256_setzero_si256(); GROUP];
-                // SAFETY: qh (32 bytes at 16 for Q5_K) and qs (32 bytes at qs_at + 32g)
-                // lie inside the block; activations hold 256 bytes per block.
-                let qh = if FIFTH {
-                    unsafe { _mm256_loadu_si256(p.add(16).cast()) }
-                } else {
-                    _mm256_setzero_si256()
-                };
-                for g in 0..4 {
-                    let qs = unsafe { _mm256_loadu_si256(p.add(qs_at + 32 * g).cast()) };
-                    let mut lo = _mm256_and_si256(qs, low4);
-                    let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), low4);
-                    if FIFTH {
-                        let bit = |shift: usize| {
-                            let v = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(shift as i32));
-                            _mm256_slli_epi16::<4>(_mm256_and_si256(v, one))
-                        };
-                        lo = _mm256_or_si256(lo, bit(2 * g));
-                        hi = _mm256_or_si256(hi, bit(2 * g + 1));
-                    }
-                    let (s_lo, s_hi) = (
-                        _mm256_set1_epi16(sc[2 * g]),
-                        _mm256_set1_epi16(sc[2 * g + 1]),
-                    );
-                    for r in 0..GROUP {
-                        let a = acts[r][b].qs.as_ptr();
-                        unsafe {
-                            let a_lo = _mm256_loadu_si256(a.add(64 * g).cast());
-                            let a_hi = _mm256_loadu_si256(a.add(64 * g + 32).cast());
-                            acc[r] = $dot_scaled(acc[r], lo, a_lo, s_lo);
-                            acc[r] = $dot_scaled(acc[r], hi, a_hi, s_hi);
-                        }
-                    }
-                }
-                let mut sums = [0i32; GROUP];
-                // SAFETY: 16 bytes into a 4 × i32 array.
-                unsafe { _mm_storeu_si128(sums.as_mut_ptr().cast(), hsum4v(acc)) };
-                for (r, o) in total.iter_mut().enumerate() {
-                    let a = &acts[r][b];
-                    let m: i32 = (0..8)
-                        .map(|j| mn[j] * (a.bsums[2 * j] as i32 + a.bsums[2 * j + 1] as i32))
-                        .sum();
-                    *o = Combine::scale_dmin(*o, d, dmin, a.d, sums[r], m);
-                }
-            }
-            out.copy_from_slice(&total[..out.len()]);
-        }
-
-        #[target_feature(enable = $features)]
-        pub unsafe fn q4_k(row: &[u8], acts: [&[A8K]; GROUP], out: &mut [f32]) {
-            unsafe { k45::<false>(row, acts, out) }
-        }
-
-        #[target_feature(enable = $features)]
-        pub unsafe fn q5_k(row: &[u8], acts: [&[A8K]; GROUP], out: &mut [f32]) {
-            unsafe { k45::<true>(row, acts, out) }
-        }
-
-        /// Q6_K: the 6-bit values unsigned (0–63) times the activations with their scales of
-        /// 16, then 32 · Σ scale · (sum of 16 activations) subtracted.
-        #[target_feature(enable = $features)]
-        pub unsafe fn q6_k(row: &[u8], acts: [&[A8K]; GROUP], out: &mut [f32]) {
-            let low4 = _mm256_set1_epi8(0x0F);
-            let two = _mm256_set1_epi8(0x03);
-            let mut total = [0.0f32; GROUP];
-            for (b, block) in row.chunks_exact(210).enumerate() {
-                let p = block.as_ptr();
-                // SAFETY: d is the f16 at 208 of the 210-byte block.
-                let d = unsafe { f16_at(p.add(208)) };
-                let sc: [i16; 16] = std::array::from_fn(|j| block[192 + j] as i8 as i16);
-                let mut acc = [_mm256_setzero_si256(); GROUP];
-                for half in 0..2 {
-                    // SAFETY: ql at 64·half (+32) and qh at 128 + 32·half, 32 bytes each,
-                    // inside the 210-byte block; activations hold 256 bytes per block.
-                    let (ql0, ql1, qh) = unsafe {
-                        (
-                            _mm256_loadu_si256(p.add(64 * half).cast()),
-                            _mm256_loadu_si256(p.add(64 * half + 32).cast()),
-                            _mm256_loadu_si256(p.add(128 + 32 * half).cast()),
-                        )
-                    };
-                    let high = [
-                        qh,
-                        _mm256_srli_epi16::<2>(qh),
-                        _mm256_srli_epi16::<4>(qh),
-                        _mm256_srli_epi16::<6>(qh),
-                    ]
-                    .map(|bits| _mm256_slli_epi16::<4>(_mm256_and_si256(bits, two)));
-                    let runs = [
-                        _mm256_and_si256(ql0, low4),
-                        _mm256_and_si256(ql1, low4),
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low4),
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low4),
-                    ];
-                    for run in 0..4 {
-                        let q = _mm256_or_si256(runs[run], high[run]);
-                        let j = 8 * half + 2 * run;
-                        let scales =
-                            _mm256_set_m128i(_mm_set1_epi16(sc[j + 1]), _mm_set1_epi16(sc[j]));
-                        for r in 0..GROUP {
-                            let a = acts[r][b].qs.as_ptr();
-                            unsafe {
-                                let a = _mm256_loadu_si256(a.add(128 * half + 32 * run).cast());
-                                acc[r] = $dot_scaled(acc[r], q, a, scales);
-                            }
-                        }
-                    }
-                }
-                let mut sums = [0i32; GROUP];
-                // SAFETY: 16 bytes into a 4 × i32 array.
-                unsafe { _mm_storeu_si128(sums.as_mut_ptr().cast(), hsum4v(acc)) };
-                for (r, o) in total.iter_mut().enumerate() {
-                    let a = &acts[r][b];
-                    let m: i32 = (0..16).map(|j| sc[j] as i32 * a.bsums[j] as i32).sum();
-                    *o = Combine::scale(*o, d, a.d, sums[r] - 32 * m);
-                }
-            }
-            out.copy_from_slice(&total[..out.len()]);
-        }
     };
 }
 
@@ -349,19 +203,7 @@ mod avx2 {
         _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
     }
 
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn dot_scaled(
-        acc: std::arch::x86_64::__m256i,
-        u: std::arch::x86_64::__m256i,
-        s: std::arch::x86_64::__m256i,
-        scales: std::arch::x86_64::__m256i,
-    ) -> std::arch::x86_64::__m256i {
-        use std::arch::x86_64::*;
-        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales))
-    }
-
-    kernels!("avx2,f16c", dot4, dot_scaled);
+    kernels!("avx2,f16c", dot4);
 }
 
 mod vnni {
@@ -375,21 +217,5 @@ mod vnni {
         _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
     }
 
-    #[inline]
-    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn dot_scaled(
-        acc: std::arch::x86_64::__m256i,
-        u: std::arch::x86_64::__m256i,
-        s: std::arch::x86_64::__m256i,
-        scales: std::arch::x86_64::__m256i,
-    ) -> std::arch::x86_64::__m256i {
-        use std::arch::x86_64::*;
-        _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), scales)
-    }
-
-    kernels!(
-        "avx2,avx512f,avx512bw,avx512vl,avx512vnni",
-        dot4,
-        dot_scaled
-    );
+    kernels!("avx2,avx512f,avx512bw,avx512vl,avx512vnni", dot4);
 }
