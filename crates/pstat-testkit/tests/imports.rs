@@ -276,6 +276,7 @@ const KNOWN_CIRCLE_EDGES: &[(&str, &str, &str)] = &[
     ("pstat-lm", "model::q8", "model::weights"),
     ("pstat-lm", "model::q8", "model::ops"),
     ("pstat-lm", "model::q8", "model::q8_x86"),
+    ("pstat-lm", "model::q8", "model::q8k"),
     ("pstat-lm", "model::weights", "model::dequant_avx2"),
 ];
 
