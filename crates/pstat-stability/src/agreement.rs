@@ -53,13 +53,18 @@ impl Cells {
         (union > 0).then(|| self.both as f64 / union as f64)
     }
 
+    /// κ = (p_o − p_e) / (1 − p_e), computed from the counts as
+    /// 2(ad − bc) / ((a + b)(b + d) + (a + c)(c + d)) in integers, so that independent
+    /// indicators give exactly 0 rather than a rounding residue.
     fn kappa(&self) -> Option<f64> {
-        let n = (self.both + self.only_a + self.only_b + self.neither) as f64;
-        let observed = (self.both + self.neither) as f64 / n;
-        let a = (self.both + self.only_a) as f64 / n;
-        let b = (self.both + self.only_b) as f64 / n;
-        let chance = a * b + (1.0 - a) * (1.0 - b);
-        (chance < 1.0).then(|| (observed - chance) / (1.0 - chance))
+        let (a, b, c, d) = (
+            self.both as i128,
+            self.only_a as i128,
+            self.only_b as i128,
+            self.neither as i128,
+        );
+        let denominator = (a + b) * (b + d) + (a + c) * (c + d);
+        (denominator > 0).then(|| (2 * (a * d - b * c)) as f64 / denominator as f64)
     }
 }
 
@@ -182,6 +187,22 @@ mod tests {
         let agreement = retraction_agreement(&none, &none, Bootstrap::default()).unwrap();
         assert_eq!(agreement.jaccard, Rate::default());
         assert_eq!(agreement.kappa, Rate::default());
+    }
+
+    #[test]
+    fn one_side_retracting_nothing_gives_a_kappa_of_exactly_zero() {
+        let agreement = retraction_agreement(
+            &comparison(&[1, 4, 7]),
+            &comparison(&[]),
+            Bootstrap::default(),
+        )
+        .unwrap();
+        assert_eq!(agreement.kappa.value, Some(0.0));
+        assert_eq!(
+            (agreement.kappa.lo, agreement.kappa.hi),
+            (Some(0.0), Some(0.0))
+        );
+        assert_eq!(agreement.jaccard.value, Some(0.0));
     }
 
     #[test]
