@@ -7,18 +7,26 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 
+/// Why a table or JSON file of the run folder could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
+    /// The file could not be read, written or removed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the file system said.
         source: std::io::Error,
     },
+    /// The file's contents do not parse as the table's type, or the rows could not be
+    /// written as CSV.
     #[error("{}{}: {message}", path.display(), line.map_or(String::new(), |l| format!(", line {l}")))]
     Format {
+        /// The file.
         path: PathBuf,
-        /// 1-based line of the file (the header is line 1).
+        /// 1-based line of the file (in a CSV the header is line 1); empty when writing.
         line: Option<usize>,
+        /// What the CSV or JSON parser said.
         message: String,
     },
 }

@@ -10,8 +10,11 @@ use std::str::FromStr;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} `{value}` (expected {})", expected.join(", "))]
 pub struct UnknownValue {
+    /// The key column, e.g. `probe` or `prompt format`.
     pub what: &'static str,
+    /// The text that was given.
     pub value: String,
+    /// The column's spellings, in order.
     pub expected: &'static [&'static str],
 }
 
@@ -24,8 +27,10 @@ macro_rules! key_enum {
         }
 
         impl $name {
+            /// Every value, in the order of the spellings.
             pub const ALL: &[$name] = &[$($name::$variant),+];
 
+            /// The value's one spelling, as in the tables, configs and command line.
             pub fn as_str(self) -> &'static str {
                 match self {
                     $($name::$variant => $text),+
@@ -58,7 +63,9 @@ macro_rules! key_enum {
 key_enum!(
     /// How a perturbation is applied: to a probe on hidden states, or as a prompt context.
     Instantiation, "instantiation", {
+        /// The model's answer to the prompt, with Θ as its belief context.
         Behavioral = "behavioral",
+        /// A probe retrained on hidden states with Θ's labels.
         Representational = "representational",
     }
 );
@@ -82,7 +89,9 @@ key_enum!(
     /// Which context the behavioral baseline Θ0 gets: none (the paper), or K True training
     /// statements (Appendix G's alternative baseline).
     Baseline, "baseline", {
+        /// No context (the paper's baseline).
         Empty = "empty",
+        /// K True training statements of the domain (Appendix G).
         True = "true",
     }
 );

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The tables of a run folder. Every file a run writes for people and for the report has
 //! exactly one Rust type here, used by its writer, by the report and by the tests; the
 //! helpers read, write and upsert them. This crate has no model runtime, so the report does
