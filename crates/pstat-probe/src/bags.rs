@@ -80,22 +80,27 @@ impl Bags {
         Bags::new(acts.hidden, values, offsets)
     }
 
+    /// Feature dimension of every instance row.
     pub fn dim(&self) -> usize {
         self.dim
     }
 
+    /// Number of bags (statements).
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
     }
 
+    /// Whether there are no bags.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Number of instance rows over all bags.
     pub fn n_instances(&self) -> usize {
         self.values.len() / self.dim
     }
 
+    /// Number of instance rows of bag i (at least 1). Panics if i ≥ [`Bags::len`].
     pub fn bag_len(&self, i: usize) -> usize {
         self.offsets[i + 1] - self.offsets[i]
     }
@@ -110,6 +115,7 @@ impl Bags {
         &self.values
     }
 
+    /// Bag boundaries in rows: length [`Bags::len`] + 1, starting at 0, strictly increasing.
     pub fn offsets(&self) -> &[usize] {
         &self.offsets
     }
@@ -134,12 +140,19 @@ impl Bags {
 /// label; only read for positive bags).
 #[derive(Debug, Clone)]
 pub struct TrainingSet {
+    /// The bags, one per statement.
     pub bags: Bags,
+    /// Label of each bag, +1 or −1 (length = number of bags).
     pub labels: Vec<i8>,
+    /// Per instance row, in row order of `bags`: whether it is a known positive (length = number
+    /// of instances).
     pub known_positive: Vec<bool>,
 }
 
 impl TrainingSet {
+    /// A training set; [`ProbeError::Invalid`](crate::ProbeError::Invalid) when the number of
+    /// labels is not the number of bags, a label is not ±1, or the flags do not cover every
+    /// instance.
     pub fn new(bags: Bags, labels: Vec<i8>, known_positive: Vec<bool>) -> Result<Self> {
         if labels.len() != bags.len() {
             return invalid(format!("{} labels for {} bags", labels.len(), bags.len()));
@@ -174,10 +187,12 @@ impl TrainingSet {
         TrainingSet::new(bags, labels, known)
     }
 
+    /// Number of bags.
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
+    /// Whether there are no bags.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }
@@ -188,6 +203,7 @@ impl TrainingSet {
         &self.known_positive[o[i]..o[i + 1]]
     }
 
+    /// The bags `indices` with their labels and known-positive flags, in that order.
     pub fn subset(&self, indices: &[usize]) -> TrainingSet {
         TrainingSet {
             bags: self.bags.subset(indices),

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Truth probes on per-token activations (paper §3.2, §4.2, Appendices B.1.4 and J).
 //!
 //! - [`SawMilParams`]: the sAwMIL probe (two-stage sparse-aware MIL SVM) with its C search.
@@ -10,6 +11,7 @@
 //! Pure Rust, no tensor library: the QP is solved in primal w-space ([`qp`]).
 
 pub mod bags;
+/// The crate's error type, [`ProbeError`].
 pub mod error;
 pub mod linalg;
 pub mod massmean;

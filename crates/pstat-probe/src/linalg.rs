@@ -5,6 +5,7 @@ const LANES: usize = 8;
 
 /// A storage type the kernels read; the arithmetic is always f64.
 pub trait Real: Copy {
+    /// The value as f64.
     fn widen(self) -> f64;
 }
 
@@ -86,6 +87,7 @@ fn has_avx2() -> bool {
     *AVX2.get_or_init(|| is_x86_feature_detected!("avx2"))
 }
 
+/// Euclidean norm ‖a‖₂.
 pub fn norm(a: &[f64]) -> f64 {
     dot(a, a).sqrt()
 }

@@ -12,6 +12,8 @@ use crate::standardize::Standardizer;
 /// Added to the pooled covariance's diagonal before inversion, as upstream.
 const RIDGE: f64 = 1e-6;
 
+/// Settings of the Mass-Mean probe (statement score = its last token); the default scales by
+/// the pooled shrunk inverse covariance, as upstream.
 #[derive(Debug, Clone)]
 pub struct MassMeanParams {
     /// Scale the mean difference by the pooled shrunk inverse covariance (upstream default).

@@ -13,14 +13,22 @@ use pstat_data::error::Malformed;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::path::Path;
 
+/// A parsed MIL bag file (see the module docs for its tensors).
 #[derive(Debug, Clone)]
 pub struct MilFile {
+    /// The bags of tensors `X` and `bag_offsets` (`X` read as f32).
     pub bags: Bags,
+    /// Tensor `y`, the ±1 bag labels; `None` when the file has no `y` (enough for scoring, not
+    /// for fitting).
     pub labels: Option<Vec<i8>>,
+    /// Tensor `intra`, the known-positive flag of each instance row; `None` when absent (the last
+    /// [`KNOWN_POSITIVES`] of each bag are then the known positives).
     pub intra: Option<Vec<bool>>,
 }
 
 impl MilFile {
+    /// Read and check a bag file; [`ProbeError::File`](crate::ProbeError::File) naming the path
+    /// when it cannot be read or is malformed.
     pub fn read(path: &Path) -> crate::Result<Self> {
         let file_error = |message: String| crate::ProbeError::File {
             path: path.display().to_string(),
@@ -30,6 +38,8 @@ impl MilFile {
         Self::from_bytes(&bytes).map_err(|Malformed(message)| file_error(message))
     }
 
+    /// Parse and check a bag file's bytes: shapes, dtypes, offsets within `X`, labels ±1,
+    /// `intra` 0 or 1, and the bag layout of [`Bags::new`].
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, Malformed> {
         Self::parse(bytes).map_err(Malformed)
     }
@@ -138,6 +148,7 @@ impl MilFile {
         }
     }
 
+    /// The file's bytes (safetensors; `X` as F32, `y` and `intra` only when present).
     pub fn to_bytes(&self) -> Vec<u8> {
         let x: Vec<u8> = self
             .bags

@@ -124,6 +124,7 @@ impl ConditionTraining {
         self.kinds.len()
     }
 
+    /// Whether there are no training bags.
     pub fn is_empty(&self) -> bool {
         self.kinds.is_empty()
     }
@@ -154,16 +155,22 @@ impl ConditionTraining {
 /// relative to the baseline ([`ConditionTraining::relabelled`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RelabelledKind {
+    /// The statement kind (`Kind::Noise` for the Gaussian sequences).
     pub kind: Kind,
+    /// Training bags of this kind the probe saw (among the first ones it fits).
     pub bags: usize,
+    /// How many of them Θ labels differently from the baseline: all of them or 0.
     pub relabelled: usize,
 }
 
 /// One statement judged by a probe.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProbeJudgment {
+    /// The statement id.
     pub id: String,
+    /// The probe's statement score (decision value; finite).
     pub score: f32,
+    /// Whether the probe labels the statement True (score > 0).
     pub judged_true: bool,
 }
 

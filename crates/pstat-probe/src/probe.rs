@@ -29,6 +29,8 @@ use std::path::Path;
 /// Fit-predict in the linfa style: parameters fit a training set into a probe. `Sync`, so that
 /// the independent fits of one training set (one per Θ) can run on several threads.
 pub trait ProbeParams: Sync {
+    /// Fit a probe on `set`; [`ProbeError::Invalid`] for unusable data or settings (e.g. a
+    /// single class), [`ProbeError::Degenerate`] when no direction exists.
     fn fit(&self, set: &TrainingSet) -> Result<TrainedProbe>;
     /// How many of a training set's first bags the final fit sees when `available` are given
     /// (sAwMIL fits the first `train_bag_limit`; Mass-Mean all of them).
@@ -37,6 +39,7 @@ pub trait ProbeParams: Sync {
     }
 }
 
+/// Which probe a [`TrainedProbe`] is, and so how it scores a statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeKind {
     /// Statement score = max over all its tokens.
@@ -46,6 +49,7 @@ pub enum ProbeKind {
 }
 
 impl ProbeKind {
+    /// The name in the file's `probe` metadata: `sawmil` or `mass-mean`.
     pub fn name(self) -> &'static str {
         match self {
             ProbeKind::SawMil => "sawmil",
@@ -54,14 +58,22 @@ impl ProbeKind {
     }
 }
 
+/// A fitted linear probe h_Θ: standardization, unit direction w and bias b; decision
+/// x_std·w + b, True when positive.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainedProbe {
+    /// sAwMIL or Mass-Mean, which fixes the statement score.
     pub kind: ProbeKind,
     /// Unit-norm direction in standardized space.
     pub direction: Vec<f64>,
+    /// Bias b of the decision x_std·w + b.
     pub bias: f64,
+    /// The standardization fitted on the training bags, applied before w.
     pub scaler: Standardizer,
+    /// sAwMIL: the C of the final fit (fixed or chosen by the search); `None` for Mass-Mean.
     pub c: Option<f64>,
+    /// sAwMIL: η, the share of known positives among the capped instances; `None` for
+    /// Mass-Mean.
     pub eta: Option<f64>,
     /// sAwMIL: whether every QP of the fit converged (`None` for Mass-Mean, which has no
     /// iterative solver, and for probe files written before it was recorded).
@@ -69,6 +81,7 @@ pub struct TrainedProbe {
 }
 
 impl TrainedProbe {
+    /// Feature dimension the probe expects.
     pub fn dim(&self) -> usize {
         self.direction.len()
     }
@@ -98,6 +111,7 @@ impl TrainedProbe {
         s as f32
     }
 
+    /// Statement score of every bag, in bag order.
     pub fn scores(&self, bags: &Bags) -> Vec<f32> {
         (0..bags.len()).map(|i| self.score(bags.bag(i))).collect()
     }
@@ -145,6 +159,7 @@ impl TrainedProbe {
         if score > 0.0 { 1 } else { -1 }
     }
 
+    /// The probe file's bytes (safetensors, see the module docs), content hash included.
     pub fn to_bytes(&self) -> Vec<u8> {
         let bytes = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let named = [
@@ -183,6 +198,8 @@ impl TrainedProbe {
         bytes
     }
 
+    /// Parse a probe file's bytes; refused when the content hash, a tensor's shape or dtype, or
+    /// a metadata value does not check out.
     pub fn from_bytes(bytes: &[u8]) -> std::result::Result<Self, Malformed> {
         Self::parse(bytes).map_err(Malformed)
     }
@@ -280,6 +297,7 @@ impl TrainedProbe {
         })
     }
 
+    /// Write the probe file atomically; [`ProbeError::File`] naming the path on failure.
     pub fn save(&self, path: &Path) -> Result<()> {
         pstat_data::artifact::write_atomic(path, &self.to_bytes()).map_err(|e| ProbeError::File {
             path: path.display().to_string(),
@@ -287,6 +305,8 @@ impl TrainedProbe {
         })
     }
 
+    /// Read and check a probe file; [`ProbeError::File`] naming the path when it cannot be read
+    /// or is malformed.
     pub fn load(path: &Path) -> Result<Self> {
         let file_error = |message: String| ProbeError::File {
             path: path.display().to_string(),

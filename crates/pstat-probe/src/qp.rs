@@ -25,15 +25,22 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// One QP instance. `rows` is row-major [n, dim]; all slices have length n.
 pub struct DualProblem<'a> {
+    /// The points z_i, row-major [n, dim].
     pub rows: &'a [f64],
+    /// Feature dimension of each point.
     pub dim: usize,
+    /// Labels y_i, ±1.
     pub y: &'a [f64],
+    /// Margin targets ρ_i of the linear term.
     pub rho: &'a [f64],
+    /// Box bounds u_i (0 ≤ α_i ≤ u_i), the per-point cost.
     pub upper: &'a [f64],
 }
 
+/// The solver's answer to a [`DualProblem`].
 #[derive(Debug, Clone)]
 pub struct DualSolution {
+    /// Dual variables α_i, one per point, within their boxes.
     pub alpha: Vec<f64>,
     /// w = Σ α_i y_i z_i.
     pub w: Vec<f64>,

@@ -4,7 +4,9 @@
 /// x ↦ (x − mean) / scale, feature-wise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Standardizer {
+    /// Per-feature mean subtracted first (length = feature dimension).
     pub mean: Vec<f64>,
+    /// Per-feature divisor: the population std, or 1 for a zero-variance feature (never 0).
     pub scale: Vec<f64>,
 }
 
@@ -45,6 +47,7 @@ impl Standardizer {
         Standardizer { mean, scale }
     }
 
+    /// Feature dimension (length of `mean` and `scale`).
     pub fn dim(&self) -> usize {
         self.mean.len()
     }

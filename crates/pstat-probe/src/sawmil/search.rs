@@ -15,10 +15,14 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+/// One C value's cross-validation result.
 #[derive(Debug, Clone)]
 pub struct CvScore {
+    /// The C value.
     pub c: f64,
+    /// Average precision of each fold's held-out bags, in fold order.
     pub fold_ap: Vec<f64>,
+    /// Mean of `fold_ap`.
     pub mean: f64,
     /// Population std of the fold scores / √folds.
     pub se: f64,
@@ -27,9 +31,13 @@ pub struct CvScore {
     pub degenerate: Option<String>,
 }
 
+/// The C search: every grid value's CV score and the value the one-SE rule chose.
 #[derive(Debug, Clone)]
 pub struct CSearch {
+    /// One score per grid value, in grid order.
     pub scores: Vec<CvScore>,
+    /// The chosen C (the one the final fit used; a C degenerate on the whole training set is
+    /// marked in `scores` and the rule's next choice taken).
     pub chosen: f64,
 }
 
