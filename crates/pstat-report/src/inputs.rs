@@ -16,40 +16,67 @@ use std::path::{Path, PathBuf};
 /// The parts of `clusters/<model>/<domain>/result.json` the report shows.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ClusterResult {
+    /// The model, from the result's folder name.
     #[serde(skip)]
     pub model: String,
+    /// The domain, from the result's folder name.
     #[serde(skip)]
     pub domain: String,
     /// The selected pipeline configuration, shown as given.
     pub chosen: serde_json::Value,
+    /// The chosen configuration's score (Algorithm 1, Appendix I).
     pub score: f64,
+    /// HDBSCAN label of each retracted statement; −1 is noise.
     pub labels: Vec<i32>,
+    /// The 2-D embedding of each statement, in the order of `labels` (same length).
     pub embedding_2d: Vec<[f64; 2]>,
 }
 
 /// The contents of a run folder.
 #[derive(Debug, Clone, Default)]
 pub struct RunData {
+    /// The run folder.
     pub dir: PathBuf,
+    /// `stability.csv` (required).
     pub stability: Vec<StabilityRow>,
+    /// `layers.json`: the veracity layer chosen per (model, domain).
     pub layers: Option<Vec<LayerChoice>>,
+    /// `familiarity.csv`.
     pub familiarity: Option<Vec<FamiliarityRow>>,
+    /// `distances.csv`.
     pub distances: Option<Vec<DistanceRow>>,
+    /// `bigram_rank_frequency.csv`.
     pub bigram_curves: Option<Vec<BigramRankRow>>,
+    /// `bigram_distances.csv`.
     pub bigram_distances: Option<Vec<BigramDistanceRow>>,
+    /// `clusters.csv`.
     pub cluster_members: Option<Vec<ClusterRow>>,
+    /// Every `clusters/<model>/<domain>/result.json`, in sorted path order; empty when there
+    /// are none.
     pub cluster_results: Vec<ClusterResult>,
+    /// `themes.csv`.
     pub themes: Option<Vec<ThemeRow>>,
+    /// `answers.csv`.
     pub answers: Option<Vec<AnswerRow>>,
+    /// `relabelled_bags.csv`.
     pub relabelled: Option<Vec<RelabelledRow>>,
+    /// `resamples.csv`.
     pub resamples: Option<Vec<ResampleRow>>,
+    /// `comparisons.csv`.
     pub comparisons: Option<Vec<ComparisonRow>>,
+    /// `comparison_families.csv`.
     pub comparison_families: Option<Vec<ComparisonFamilyRow>>,
+    /// `across_models.csv`.
     pub across_models: Option<Vec<AcrossModelRow>>,
+    /// `across_model_pairs.csv`.
     pub across_model_pairs: Option<Vec<AcrossModelPairRow>>,
+    /// `sign_tests.csv`.
     pub sign_tests: Option<Vec<SignTestRow>>,
+    /// `agreement.csv`.
     pub agreement: Option<Vec<pstat_tables::AgreementRow>>,
+    /// `manifest.json`, as parsed JSON.
     pub manifest: Option<serde_json::Value>,
+    /// `decisions.json`.
     pub decisions: Option<Decisions>,
 }
 

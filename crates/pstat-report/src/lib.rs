@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The report of a pstat run: figures (SVG + PNG) and one self-contained HTML page, built
 //! purely from the files of a run output folder, so it can be rebuilt (`pstat report --run
 //! DIR`) and tested without any model.
@@ -34,6 +35,7 @@ use tables::{distance_cell, familiarity_cell};
 /// What `build_report` wrote.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// `report.html` in the run folder.
     pub html: PathBuf,
     /// `figures/<id>.svg` and `.png` of every figure, in report order.
     pub figures: Vec<PathBuf>,

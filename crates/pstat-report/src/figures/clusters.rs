@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 /// Longest theme label shown in a legend; the full text is in the themes table.
 const MAX_LEGEND_LABEL: usize = 48;
 
+/// One 2-D scatter figure per clustering result, in the order of `results`: points coloured
+/// by HDBSCAN cluster (noise grey), each cluster named in the legend by its theme from
+/// `themes` when there is one.
 pub fn cluster_figures(results: &[ClusterResult], themes: &[ThemeRow]) -> Vec<FigureSpec> {
     results.iter().map(|r| cluster_figure(r, themes)).collect()
 }

@@ -37,17 +37,24 @@ fn register_font() {
 pub struct RenderedFigure {
     /// File stem and HTML anchor, e.g. `fig3`.
     pub id: String,
+    /// Title shown above the figure.
     pub title: String,
+    /// Caption shown below the figure.
     pub caption: String,
+    /// The figure as an SVG document, inlined in the HTML.
     pub svg: String,
 }
 
 /// A figure to render: what it shows plus how it is named.
 #[derive(Debug, Clone)]
 pub struct FigureSpec {
+    /// File stem and HTML anchor, e.g. `fig3`.
     pub id: String,
+    /// Title shown above the figure.
     pub title: String,
+    /// Caption shown below the figure.
     pub caption: String,
+    /// What the figure shows.
     pub figure: Figure,
 }
 
@@ -58,6 +65,8 @@ fn draw_error(id: &str, e: impl std::fmt::Display) -> ReportError {
     }
 }
 
+/// Draw `fig` as an SVG document (text escaped, so it can be inlined in HTML);
+/// [`ReportError::Figure`] naming `id` when drawing fails.
 pub fn render_svg(id: &str, fig: &Figure) -> Result<String, ReportError> {
     register_font();
     let mut svg = String::new();
@@ -69,6 +78,8 @@ pub fn render_svg(id: &str, fig: &Figure) -> Result<String, ReportError> {
     Ok(svg)
 }
 
+/// Draw `fig` as an RGB PNG with the embedded font; [`ReportError::Figure`] naming `id` when
+/// drawing or encoding fails.
 pub fn render_png(id: &str, fig: &Figure) -> Result<Vec<u8>, ReportError> {
     use image::ImageEncoder;
     register_font();

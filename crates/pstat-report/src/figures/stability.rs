@@ -13,6 +13,7 @@ use crate::select::{
 use pstat_stability::StabilityRow;
 use pstat_tables::Probe;
 
+/// Which figure of rates by condition Θ to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StabilityFigure {
     /// Fig. 3: retraction rates, behavioral and representational (sAwMIL).
