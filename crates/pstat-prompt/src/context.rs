@@ -54,10 +54,13 @@ impl fmt::Display for Draw {
 /// A drawn belief context, as recorded beside the judgments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BeliefContext {
+    /// Name of the condition Θ the context was drawn for.
     pub condition: String,
+    /// The draw's name ([`Draw::name`]): `main`, a resample number, or `shuffle`.
     pub draw: String,
     /// The K that was asked for.
     pub k: usize,
+    /// The draw's seed, derived from the run seed, domain, condition, K and draw index.
     pub seed: u64,
     /// Statement ids in prompt order.
     pub ids: Vec<String>,
@@ -208,8 +211,11 @@ impl<'a> TrainingPool<'a> {
 /// What every context of a run shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContextSpec {
+    /// K, the number of statements a context asks for (split evenly over the source groups).
     pub k: usize,
+    /// Which context the baseline Θ0 gets: none, or K True training statements.
     pub baseline: Baseline,
+    /// The run seed every draw's seed is derived from.
     pub seed: u64,
     /// Use every candidate when a condition has fewer than K (recorded in the context).
     pub allow_fewer: bool,

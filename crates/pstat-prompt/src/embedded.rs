@@ -20,6 +20,8 @@ pub struct EmbeddedCodec {
 }
 
 impl EmbeddedCodec {
+    /// Load the tokenizer and, when the file has one, the chat template of the GGUF at `path`;
+    /// [`PromptError::Tokenizer`] naming the path when either cannot be read.
     pub fn open(path: &Path) -> Result<Self, PromptError> {
         let origin = path.display().to_string();
         let lm = |e: &dyn std::fmt::Display| PromptError::Tokenizer {
@@ -126,6 +128,8 @@ pub struct EmbeddedScorer<'m> {
 }
 
 impl<'m> EmbeddedScorer<'m> {
+    /// A scorer that reads the probabilities of `options`' tokens from `model`; the prefix cache
+    /// starts empty.
     pub fn new(model: &'m LanguageModel, options: OptionTokens) -> Self {
         EmbeddedScorer {
             model,

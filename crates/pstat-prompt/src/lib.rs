@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The behavioral instantiation of P-StaT (Section 4.4.2): g_pr(s, Θ) prepends a belief
 //! context C_Θ to a held-out True statement, asks the three-option question and takes the
 //! argmax of p(a), p(b), p(c); a is True, b and c are Not True.
@@ -14,6 +15,7 @@
 
 pub mod context;
 pub mod embedded;
+/// The crate's error type, [`PromptError`].
 pub mod error;
 pub mod progress;
 pub mod record;

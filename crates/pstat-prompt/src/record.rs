@@ -21,23 +21,32 @@ use std::path::{Path, PathBuf};
 /// g_pr(s, Θ) for one statement, with everything it was computed from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judgment {
+    /// The statement id.
     pub id: String,
+    /// Name of the condition Θ.
     pub condition: String,
     /// `main`, a resample number, or `shuffle`.
     pub draw: String,
+    /// Chat or plain prompt.
     pub format: PromptFormat,
     /// Context size; absent for the empty-context baseline.
     pub k: Option<usize>,
+    /// p(a): probability of option a (True), summed over its option tokens.
     pub p_a: f64,
+    /// p(b): probability of option b (false), summed over its option tokens.
     pub p_b: f64,
+    /// p(c): probability of option c (neither), summed over its option tokens.
     pub p_c: f64,
     /// 1 − (p_a + p_b + p_c).
     pub leftover: f64,
+    /// The argmax of p(a), p(b), p(c) (ties go to the earlier label).
     pub answer: Answer,
+    /// Whether the answer is a, i.e. the statement is judged True.
     pub judged_true: bool,
 }
 
 impl Judgment {
+    /// The three option probabilities and the leftover, as scored.
     pub fn probs(&self) -> OptionProbs {
         OptionProbs {
             p: [self.p_a, self.p_b, self.p_c],
@@ -49,11 +58,16 @@ impl Judgment {
 /// What a unit was computed from; a stored unit is reused only if this matches exactly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UnitMeta {
+    /// The belief context drawn for the unit.
     pub context: BeliefContext,
+    /// Chat or plain prompt.
     pub format: PromptFormat,
+    /// What scored the unit ([`OptionScorer::identity`](crate::OptionScorer::identity)): the
+    /// model file's hash or the server and model.
     pub backend: String,
     /// sha256 over the judged statement ids, in order.
     pub statements_sha256: String,
+    /// Number of statements judged.
     pub n: usize,
     /// Recorded for the authors' protocol only, so units of the paper's read back unchanged.
     #[serde(default, skip_serializing_if = "Protocol::is_paper")]
@@ -71,11 +85,15 @@ struct Sidecar {
 /// The two files of a unit, and its checkpoint while it is computed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitFiles {
+    /// `<stem>.jsonl`: one judgment per line.
     pub judgments: PathBuf,
+    /// `<stem>.context.json`: the sidecar ([`UnitMeta`] and the judgments' sha256); it exists
+    /// once the unit is complete.
     pub meta: PathBuf,
     /// The exact text of the unit's first prompt (its first held-out statement under its
     /// context, rendered as the model reads it), so a reader sees what the model saw.
     pub prompt: PathBuf,
+    /// `<stem>.partial.jsonl`: the checkpoint while the unit is computed.
     pub partial: PathBuf,
 }
 

@@ -82,11 +82,16 @@ pub fn render_as(
 /// ids shared between labels dropped), with their texts for servers that key by text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OptionTokens {
+    /// Per option (a, b, c), the token ids whose probabilities are summed into it; no id is
+    /// shared between options.
     pub ids: Vec<Vec<u32>>,
+    /// The text of each id of `ids`, in the same shape.
     pub pieces: Vec<Vec<String>>,
 }
 
 impl OptionTokens {
+    /// Encode "a", " a", "b", " b", "c", " c" with `codec` and keep each option's ids that no
+    /// other option has; fails when the codec does or an option is left without an id.
     pub fn new(codec: &dyn PromptCodec) -> Result<Self, PromptError> {
         let labels: Vec<String> = LABELS.iter().map(|l| l.to_string()).collect();
         let mut encoded = Vec::new();
@@ -117,7 +122,9 @@ impl OptionTokens {
 /// token prefix they all share: computed once, then every statement continues it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncodedPrompts {
+    /// The full prompt texts, one per statement.
     pub texts: Vec<String>,
+    /// Each prompt's token ids, in the order of `texts`.
     pub tokens: Vec<Vec<u32>>,
     /// Leading tokens identical in every prompt; every prompt keeps at least one token after
     /// it, so each has a suffix whose last position predicts the answer.
@@ -152,14 +159,18 @@ impl EncodedPrompts {
         })
     }
 
+    /// Number of prompts.
     pub fn len(&self) -> usize {
         self.tokens.len()
     }
 
+    /// Whether there are no prompts.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }
 
+    /// The shared token prefix (the first prompt's first `shared` tokens; empty when there are
+    /// no prompts).
     pub fn prefix(&self) -> &[u32] {
         self.tokens.first().map_or(&[], |t| &t[..self.shared])
     }
@@ -176,7 +187,9 @@ impl EncodedPrompts {
 /// p(a), p(b), p(c) after one prompt, and the mass on every other token.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OptionProbs {
+    /// p(a), p(b), p(c), in label order.
     pub p: [f64; 3],
+    /// 1 − (p(a) + p(b) + p(c)): the probability of every other token.
     pub leftover: f64,
 }
 
@@ -200,14 +213,19 @@ impl OptionProbs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Answer {
+    /// a. "The statement is true." (judged True)
     A,
+    /// b. "The statement is false." (Not True)
     B,
+    /// c. "The statement is neither true nor false." (Not True)
     C,
 }
 
 impl Answer {
+    /// a, b, c in label order.
     pub const ALL: [Answer; 3] = [Answer::A, Answer::B, Answer::C];
 
+    /// Whether the answer judges the statement True (only a does).
     pub fn judged_true(self) -> bool {
         self == Answer::A
     }

@@ -49,7 +49,9 @@ pub const PROBABILITY_TOLERANCE: f64 = 1e-4;
 /// Which request/response shape the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerApi {
+    /// An OpenAI-compatible completions endpoint (`/v1/completions`).
     OpenAi,
+    /// llama.cpp's native `/completion` endpoint.
     LlamaCpp,
 }
 
@@ -61,7 +63,9 @@ pub enum PromptInput {
     /// prompt: 400/422, or llama-cpp-python's 500 after the retries).
     #[default]
     Auto,
+    /// Always token ids.
     Tokens,
+    /// Always text.
     Text,
 }
 
@@ -90,6 +94,7 @@ pub struct ServerConfig {
     pub model: Option<String>,
     /// Requests in flight at once.
     pub concurrency: usize,
+    /// Token ids, text, or ids falling back to text (`auto`, default).
     pub prompt: PromptInput,
     /// `top_n` (default) or `prompt` (vLLM, no `--max-logprobs` needed).
     pub logprobs: LogprobRequest,
@@ -100,6 +105,7 @@ pub struct ServerConfig {
     /// an option always comes back where the server allows it (vLLM caps at its
     /// `--max-logprobs`, 20 by default: its error says so).
     pub max_top_logprobs: usize,
+    /// HTTP client settings (timeout, retries, backoff, API key variable).
     pub http: HttpOptions,
 }
 
@@ -119,6 +125,7 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// The defaults with `url`.
     pub fn new(url: &str) -> Self {
         ServerConfig {
             url: url.to_string(),
@@ -126,6 +133,10 @@ impl ServerConfig {
         }
     }
 
+    /// Check the settings before any request: an http(s) URL, concurrency ≥ 1, `top_logprobs`
+    /// in 1..=`max_top_logprobs`, `logprobs = "prompt"` neither with `prompt = "text"` nor
+    /// with llama.cpp's native `/completion` URL, and the HTTP options;
+    /// [`PromptError::Backend`] naming the URL otherwise.
     pub fn validate(&self) -> Result<(), PromptError> {
         let bad = |message: String| PromptError::Backend {
             url: self.url.clone(),

@@ -22,8 +22,11 @@ const CHECKPOINT_STATEMENTS: usize = crate::embedded::STATEMENTS_PER_CALL;
 pub struct StudySpec {
     /// The `model` column of every table.
     pub model: String,
+    /// The domain whose held-out True statements are judged.
     pub domain: Domain,
+    /// Chat or plain prompt.
     pub format: PromptFormat,
+    /// K, the baseline, the seed and the protocol of the belief contexts.
     pub context: ContextSpec,
     /// Independent context draws per condition beyond the main one.
     pub resamples: usize,
@@ -37,9 +40,13 @@ pub struct StudySpec {
 /// The judgments of one unit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitResult {
+    /// Name of the condition Θ.
     pub condition: String,
+    /// Which draw of the condition's context.
     pub draw: Draw,
+    /// The context the statements were judged under.
     pub context: BeliefContext,
+    /// One judgment per held-out statement, in test order.
     pub judgments: Vec<Judgment>,
 }
 

@@ -13,8 +13,11 @@ use pstat_tables::{Instantiation, Probe};
 /// Everything a study writes into the shared tables.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
+    /// One row per perturbed unit, against the baseline: ρ_R and ρ_E with their intervals.
     pub stability: Vec<StabilityRow>,
+    /// How often each option was chosen, per unit.
     pub answers: Vec<AnswerRow>,
+    /// The spread of ρ_R over the context draws.
     pub resamples: Vec<ResampleRow>,
 }
 

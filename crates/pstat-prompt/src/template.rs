@@ -15,6 +15,7 @@
 //! the whole text as one string. The prompt ends without a trailing space so that the answer
 //! letter is free to come with or without its leading space (both are scored).
 
+/// The question line, between the context and the statement.
 pub const QUESTION: &str = "Is the following statement correct?";
 /// The three option lines, in label order.
 pub const OPTION_LINES: [&str; 3] = [
@@ -49,6 +50,7 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// The protocol's name in a run config: `paper` or `authors`.
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Paper => "paper",
@@ -56,6 +58,7 @@ impl Protocol {
         }
     }
 
+    /// Whether this is the paper's protocol (the default).
     pub fn is_paper(&self) -> bool {
         *self == Protocol::Paper
     }
