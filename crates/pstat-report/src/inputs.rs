@@ -37,46 +37,50 @@ pub struct ClusterResult {
 pub struct RunData {
     /// The run folder.
     pub dir: PathBuf,
-    /// `stability.csv` (required).
+    /// `stability.csv` (required): ρ_R and ρ_E per unit and condition Θ.
     pub stability: Vec<StabilityRow>,
-    /// `layers.json`: the veracity layer chosen per (model, domain).
+    /// `layers.json`: the veracity layer chosen per (model, domain); `None` when absent (as for
+    /// every optional input below).
     pub layers: Option<Vec<LayerChoice>>,
-    /// `familiarity.csv`.
+    /// `familiarity.csv`: mean object-token probability per (model, domain, kind).
     pub familiarity: Option<Vec<FamiliarityRow>>,
-    /// `distances.csv`.
+    /// `distances.csv`: mean within-kind distance of the representations (Fig. 2d).
     pub distances: Option<Vec<DistanceRow>>,
-    /// `bigram_rank_frequency.csv`.
+    /// `bigram_rank_frequency.csv`: character-bigram rank–frequency curves (Fig. 2a–c).
     pub bigram_curves: Option<Vec<BigramRankRow>>,
-    /// `bigram_distances.csv`.
+    /// `bigram_distances.csv`: Jensen–Shannon distances between the kinds' bigram
+    /// distributions.
     pub bigram_distances: Option<Vec<BigramDistanceRow>>,
-    /// `clusters.csv`.
+    /// `clusters.csv`: the cluster of each retracted statement (−1 = noise).
     pub cluster_members: Option<Vec<ClusterRow>>,
     /// Every `clusters/<model>/<domain>/result.json`, in sorted path order; empty when there
     /// are none.
     pub cluster_results: Vec<ClusterResult>,
-    /// `themes.csv`.
+    /// `themes.csv`: a labeler's theme of each cluster.
     pub themes: Option<Vec<ThemeRow>>,
-    /// `answers.csv`.
+    /// `answers.csv`: how often each option (a, b, c) was chosen, per behavioral unit.
     pub answers: Option<Vec<AnswerRow>>,
-    /// `relabelled_bags.csv`.
+    /// `relabelled_bags.csv`: per probe unit and Θ, the training bags of each kind the fit saw
+    /// and how many Θ relabelled.
     pub relabelled: Option<Vec<RelabelledRow>>,
-    /// `resamples.csv`.
+    /// `resamples.csv`: the spread of ρ_R over context draws, and the order-shuffle control.
     pub resamples: Option<Vec<ResampleRow>>,
-    /// `comparisons.csv`.
+    /// `comparisons.csv`: the paired tests of the compared condition pairs.
     pub comparisons: Option<Vec<ComparisonRow>>,
-    /// `comparison_families.csv`.
+    /// `comparison_families.csv`: one row per family of `comparisons.csv`.
     pub comparison_families: Option<Vec<ComparisonFamilyRow>>,
-    /// `across_models.csv`.
+    /// `across_models.csv`: the perturbation summary across models.
     pub across_models: Option<Vec<AcrossModelRow>>,
-    /// `across_model_pairs.csv`.
+    /// `across_model_pairs.csv`: the Synthetic-vs-Fictional comparisons across models.
     pub across_model_pairs: Option<Vec<AcrossModelPairRow>>,
-    /// `sign_tests.csv`.
+    /// `sign_tests.csv`: the exact sign test of each comparison across models.
     pub sign_tests: Option<Vec<SignTestRow>>,
-    /// `agreement.csv`.
+    /// `agreement.csv`: per (model, domain, condition), how far the representational and
+    /// behavioral instantiations retract the same held-out True statements.
     pub agreement: Option<Vec<pstat_tables::AgreementRow>>,
-    /// `manifest.json`, as parsed JSON.
+    /// `manifest.json` (the run's build, settings and seed), as parsed JSON.
     pub manifest: Option<serde_json::Value>,
-    /// `decisions.json`.
+    /// `decisions.json`: each condition's title and the prompt formats chosen.
     pub decisions: Option<Decisions>,
 }
 
