@@ -2,10 +2,10 @@
 //!
 //! | tensor        | dtype   | shape            | meaning                                        |
 //! |---------------|---------|------------------|------------------------------------------------|
-//! | `X`           | F32/F16 | [instances, d]   | instance rows of all bags, concatenated        |
-//! | `bag_offsets` | I64     | [bags + 1]       | bag i owns rows bag_offsets[i]..bag_offsets[i+1] |
-//! | `y`           | I8      | [bags]           | ±1 bag labels (needed to fit)                  |
-//! | `intra`       | U8      | [instances]      | 1 = known positive instance (optional: default the last 2 of each bag) |
+//! | `X`           | F32/F16 | `[instances, d]`   | instance rows of all bags, concatenated        |
+//! | `bag_offsets` | I64     | `[bags + 1]`       | bag i owns rows `bag_offsets[i]..bag_offsets[i+1]` |
+//! | `y`           | I8      | `[bags]`           | ±1 bag labels (needed to fit)                  |
+//! | `intra`       | U8      | `[instances]`      | 1 = known positive instance (optional: default the last 2 of each bag) |
 
 use crate::bags::{Bags, KNOWN_POSITIVES, TrainingSet};
 use pstat_data::activations::f16_bits_to_f32;

@@ -5,10 +5,10 @@
 //!
 //! | tensor         | dtype | shape | meaning                                        |
 //! |----------------|-------|-------|------------------------------------------------|
-//! | `w`            | F64   | [d]   | unit direction in standardized space           |
-//! | `b`            | F64   | [1]   | bias; decision = x_std·w + b, label = decision > 0 |
-//! | `scaler_mean`  | F64   | [d]   | standardization mean                           |
-//! | `scaler_scale` | F64   | [d]   | standardization scale                          |
+//! | `w`            | F64   | `[d]`   | unit direction in standardized space           |
+//! | `b`            | F64   | `[1]`   | bias; decision = x_std·w + b, label = decision > 0 |
+//! | `scaler_mean`  | F64   | `[d]`   | standardization mean                           |
+//! | `scaler_scale` | F64   | `[d]`   | standardization scale                          |
 //!
 //! Metadata: `probe` (`sawmil` | `mass-mean`), `content_xxh3` (the xxh3-64 of the tensors and
 //! the other metadata, as for an activation file, checked on every load: one changed byte

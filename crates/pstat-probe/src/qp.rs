@@ -54,7 +54,7 @@ pub struct DualSolution {
 impl DualSolution {
     /// Whether w = 0 is optimal to within the solver's accuracy: the fitted (w, b) improves
     /// the primal objective ½‖w‖² + Σ u_i·max(0, ρ_i − y_i(w·z_i + b)) by at most
-    /// [`DEGENERATE_GAIN`] of the best constant predictor's (w = 0, best b). Every instance
+    /// `DEGENERATE_GAIN` (10⁻⁶) of the best constant predictor's (w = 0, best b). Every instance
     /// then scores the same and no direction exists.
     ///
     /// Only a converged solution can say so. One stopped at the caps has a b that still
