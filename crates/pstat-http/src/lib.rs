@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! The one HTTP client behind pstat's OpenAI-compatible endpoints (the behavioral server
 //! backend and the cluster labeler): http and https (rustls, web-PKI roots), an API key read
 //! from the environment, a per-request timeout, and retries with exponential backoff on what a
@@ -164,27 +166,48 @@ pub fn api_key(variable: Option<&str>) -> Result<Option<String>, HttpError> {
     }
 }
 
+/// Why a request (or the options or API key behind a [`Client`]) failed. Every variant but
+/// `Config` names the address and how many attempts were made before giving up.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
+    /// Options out of range, or `api_key_env` naming a variable that is not set; no request
+    /// was sent.
     #[error("{0}")]
     Config(String),
+    /// The server answered with a status outside 200..300: a 4xx other than 408/429 at once,
+    /// or a 408, 429 or 5xx once the retries ran out.
     #[error("{url}: HTTP {status} after {attempts} attempt(s): {body}")]
     Status {
+        /// The address requested.
         url: String,
+        /// The HTTP status code of the last answer.
         status: u16,
+        /// The server's error body on one line, shortened to its first 2,000 bytes.
         body: String,
+        /// Attempts made, the first included.
         attempts: usize,
     },
+    /// No complete answer: a timeout, a refused, reset or dropped connection or a body cut off
+    /// (retried), or a bad URL, TLS failure, unknown host or a body over the size limit (not
+    /// retried).
     #[error("{url}: {message} after {attempts} attempt(s)")]
     Transport {
+        /// The address requested.
         url: String,
+        /// What the transport reported.
         message: String,
+        /// Attempts made, the first included.
         attempts: usize,
     },
+    /// A 2xx answer whose body was not JSON, or which the caller's check rejected, still so
+    /// when the retries ran out.
     #[error("{url}: invalid response after {attempts} attempt(s): {message}")]
     Invalid {
+        /// The address requested.
         url: String,
+        /// Why the body was rejected (for non-JSON, with an excerpt of the body).
         message: String,
+        /// Attempts made, the first included.
         attempts: usize,
     },
 }
