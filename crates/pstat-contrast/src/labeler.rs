@@ -8,13 +8,20 @@ use serde::{Deserialize, Serialize};
 /// The answer the template asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClusterLabel {
+    /// A short noun/entity-focused label for the cluster (non-empty).
     pub cluster_label: String,
+    /// The pattern the cluster's statements share (non-empty).
     pub shared_cluster_pattern: String,
+    /// What distinguishes the retracted examples from the nearby non-retracted ones
+    /// (non-empty).
     pub retracted_vs_stable_contrast: String,
+    /// Why such statements might be vulnerable to epistemic retractions (non-empty).
     pub retraction_hypothesis: String,
+    /// The labeler's caveats; a list is joined with "; ", and empty means none.
     pub caveats: String,
 }
 
+/// The keys the answer's JSON object must hold, in the template's order.
 pub const ANSWER_KEYS: [&str; 5] = [
     "cluster_label",
     "shared_cluster_pattern",
@@ -87,18 +94,28 @@ fn parse_answer(text: &str) -> Result<ClusterLabel, String> {
     })
 }
 
+/// Why a [`Labeler`] could not be built or gave no label.
 #[derive(Debug, thiserror::Error)]
 pub enum LabelerError {
+    /// The HTTP options or API key were rejected, or a request failed after its retries.
     #[error("labeler: {0}")]
     Http(#[from] pstat_http::HttpError),
+    /// Every answer failed validation.
     #[error("no valid answer after {attempts} attempt(s); last problem: {last}")]
-    Invalid { attempts: usize, last: String },
+    Invalid {
+        /// Requests made ([`LabelerConfig::attempts`], at least 1).
+        attempts: usize,
+        /// What was wrong with the last answer.
+        last: String,
+    },
 }
 
 /// A labeled cluster answer and how many requests it took.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabelOutcome {
+    /// The validated answer.
     pub label: ClusterLabel,
+    /// Requests made, the one answered validly included (1 or more).
     pub attempts: usize,
 }
 
@@ -114,6 +131,8 @@ pub struct LabelerConfig {
     /// Requests per prompt while answers fail validation (transport failures are retried
     /// apart, by `http`).
     pub attempts: usize,
+    /// Timeout, transport retries, backoff and API key variable (`[clustering.http]` of a run
+    /// config).
     pub http: HttpOptions,
 }
 

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! Contrastive prompts (Appendix I.1): per cluster, the retracted members ranked by how many
 //! perturbation conditions retract them, and the nearest non-retracted statements by cosine
 //! distance in standardized activation space, filled into the paper's template verbatim; the
@@ -17,7 +19,9 @@ pub const TEMPLATE: &str = include_str!("template.txt");
 /// One statement of a (model, domain) pair, as the prompt builder needs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PromptPoint {
+    /// The statement's id in its dataset.
     pub id: String,
+    /// The statement as written in the dataset.
     pub text: String,
     /// Number of perturbation conditions under which it retracts (0 = not retracted).
     pub retraction_count: usize,
@@ -32,6 +36,7 @@ pub struct PromptPoint {
     pub representation: Vec<f64>,
 }
 
+/// How many examples a prompt lists (15 and 15 by default).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PromptOptions {
     /// Retracted examples listed per cluster (highest retraction counts first).
@@ -49,17 +54,26 @@ impl Default for PromptOptions {
     }
 }
 
+/// A retracted member of a cluster, as listed in its prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetractedExample {
+    /// The statement's id in its dataset.
     pub id: String,
+    /// The statement as written in the dataset.
     pub text: String,
+    /// Number of perturbation conditions under which it retracts (at least 1).
     pub retraction_count: usize,
+    /// The retracting conditions, as in [`PromptPoint::retraction_types`].
     pub retraction_types: Vec<String>,
 }
 
+/// A non-retracted statement outside a cluster, believed True at baseline, listed in the
+/// cluster's prompt as a stable contrast.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NearbyExample {
+    /// The statement's id in its dataset.
     pub id: String,
+    /// The statement as written in the dataset.
     pub text: String,
     /// Smallest cosine distance to any cluster member.
     pub cosine_distance: f64,
@@ -68,31 +82,54 @@ pub struct NearbyExample {
 /// A filled prompt and the facts it was filled from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClusterPrompt {
+    /// The dataset (domain) the statements come from.
     pub dataset: String,
+    /// The model whose activations were clustered.
     pub model: String,
+    /// The cluster's label from the clustering (0 or more).
     pub cluster_id: i32,
+    /// Number of statements in the cluster.
     pub cluster_size: usize,
+    /// Number of cluster members retracted under at least one condition (all of them, not
+    /// only those the prompt lists).
     pub n_retracted: usize,
+    /// Number of nearby non-retracted examples listed (at most
+    /// [`PromptOptions::max_nearby`]).
     pub n_nearby_non_retracted: usize,
     /// Non-retracted statements not believed at baseline, within the distance of the farthest
     /// listed nearby example.
     pub n_other: usize,
+    /// For each retracting condition, how many retracted members retract under it.
     pub retraction_type_counts: BTreeMap<String, usize>,
+    /// Every retracted member, most retraction conditions first, then by id; the prompt lists
+    /// the first [`PromptOptions::max_retracted`].
     pub retracted: Vec<RetractedExample>,
+    /// The non-retracted statements outside the cluster, believed True at baseline, nearest
+    /// first (then by id).
     pub nearby: Vec<NearbyExample>,
+    /// The template filled with the facts above (a list with no entries reads "(none)").
     pub prompt: String,
 }
 
+/// Why [`build_prompts`] rejected its points.
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
+    /// A representation's length differs from the first point's.
     #[error("statement {id}: representation has {found} values, expected {expected}")]
     Dimension {
+        /// The statement whose representation is off.
         id: String,
+        /// Its length.
         found: usize,
+        /// The first point's length.
         expected: usize,
     },
+    /// A representation holds a NaN or infinity.
     #[error("statement {id}: non-finite value in representation")]
-    NonFinite { id: String },
+    NonFinite {
+        /// The statement whose representation holds it.
+        id: String,
+    },
 }
 
 /// 1 − cos(a, b); a zero vector is at distance 1 from everything.
@@ -105,7 +142,12 @@ fn cosine_distance(a: &[f64], b: &[f64]) -> f64 {
     }
 }
 
-/// One prompt per cluster, in increasing cluster id.
+/// One prompt per cluster, in increasing cluster id (none when no point has a cluster); points
+/// with no cluster or a negative one only serve as nearby candidates.
+///
+/// # Errors
+///
+/// [`PromptError`] when the representations differ in length or hold a non-finite value.
 pub fn build_prompts(
     dataset: &str,
     model: &str,

@@ -6,21 +6,34 @@ use super::labeler::ClusterLabel;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// One cluster of a (model, domain) pair and the label the labeler gave it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabeledCluster {
+    /// The model whose activations were clustered.
     pub model: String,
+    /// The domain (dataset) of the statements.
     pub domain: String,
+    /// The cluster's label from the clustering.
     pub cluster_id: i32,
+    /// Number of retracted statements in the cluster ([`crate::ClusterPrompt::n_retracted`]).
     pub n_retracted: usize,
+    /// The labeler's answer.
     pub label: ClusterLabel,
 }
 
+/// One theme: the labeled clusters whose `cluster_label`s are identical after normalisation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThemeRow {
+    /// The normalised label: lowercase, whitespace collapsed, surrounding ASCII punctuation
+    /// trimmed.
     pub theme: String,
+    /// Number of labeled clusters with this theme.
     pub clusters: usize,
+    /// Sum of their retracted statements.
     pub retracted_statements: usize,
+    /// The models it occurs in, sorted, each once.
     pub models: Vec<String>,
+    /// The domains it occurs in, sorted, each once.
     pub domains: Vec<String>,
 }
 
