@@ -4,9 +4,9 @@
 //!
 //! | tensor      | dtype   | shape            | meaning                                        |
 //! |-------------|---------|------------------|------------------------------------------------|
-//! | `values`    | F16/F32 | [tokens, hidden] | token rows of all statements, concatenated     |
-//! | `offsets`   | I64     | [statements + 1] | statement i owns rows offsets[i]..offsets[i+1] |
-//! | `token_ids` | U32     | [tokens]         | the token fed at each row                      |
+//! | `values`    | F16/F32 | `[tokens, hidden]` | token rows of all statements, concatenated         |
+//! | `offsets`   | I64     | `[statements + 1]` | statement i owns rows `offsets[i]..offsets[i+1]`   |
+//! | `token_ids` | U32     | `[tokens]`         | the token fed at each row                          |
 //!
 //! The safetensors metadata holds `statement_ids` (JSON list), `content_xxh3` (the xxh3-64 of
 //! everything after the header, checked on every read: a cache file garbled on disk must never
@@ -20,15 +20,22 @@ use std::path::{Path, PathBuf};
 /// Metadata key of the content hash (of an activation file, and of a saved probe).
 pub const CONTENT_HASH: &str = "content_xxh3";
 
+/// One layer's per-token activations of a list of statements, in memory (values as f32
+/// whatever the file's precision).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Activations {
+    /// Width of each token row (the model's hidden size).
     pub hidden: usize,
-    /// Row-major [tokens, hidden].
+    /// Row-major `[tokens, hidden]`.
     pub values: Vec<f32>,
     /// Length statements + 1, starting at 0.
     pub offsets: Vec<usize>,
+    /// The token fed at each row (`[tokens]`).
     pub token_ids: Vec<u32>,
+    /// The statements, in row order: statement `i` owns rows `offsets[i]..offsets[i + 1]`.
     pub statement_ids: Vec<String>,
+    /// The writer's provenance (model sha256, layer, template, data hash, …); read back without
+    /// the `statement_ids`, `hidden` and [`CONTENT_HASH`] keys the file format itself uses.
     pub metadata: BTreeMap<String, String>,
 }
 
@@ -39,27 +46,38 @@ pub enum Precision {
     /// Gemma 3's residual stream reaches ~1e5 on its first (BOS) row, which f16 would turn
     /// into infinities.
     F16,
+    /// f32: exact.
     F32,
 }
 
 /// Largest finite f16.
 const F16_MAX: f32 = 65504.0;
 
+/// Why an activation file could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum ActivationsError {
     /// The file is damaged (truncated, garbled, hash mismatch): recompute it after
     /// [`move_aside`], never use it.
     #[error("{path}: corrupt activation file: {reason}")]
-    Corrupt { path: String, reason: String },
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The file could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
 }
 
 impl Activations {
+    /// No statements yet, rows `hidden` wide.
     pub fn new(hidden: usize) -> Self {
         Activations {
             hidden,
@@ -71,14 +89,17 @@ impl Activations {
         }
     }
 
+    /// Number of statements.
     pub fn len(&self) -> usize {
         self.statement_ids.len()
     }
 
+    /// Whether it holds no statement.
     pub fn is_empty(&self) -> bool {
         self.statement_ids.is_empty()
     }
 
+    /// Number of token rows, over all statements.
     pub fn n_tokens(&self) -> usize {
         self.token_ids.len()
     }
@@ -96,11 +117,12 @@ impl Activations {
         self.statement_ids.push(statement_id.to_string());
     }
 
-    /// Token rows of statement `i`, as a [n_i × hidden] row-major slice.
+    /// Token rows of statement `i`, as a `[n_i, hidden]` row-major slice.
     pub fn statement(&self, i: usize) -> &[f32] {
         &self.values[self.offsets[i] * self.hidden..self.offsets[i + 1] * self.hidden]
     }
 
+    /// Number of token rows of statement `i` (panics when `i` is out of range).
     pub fn statement_len(&self, i: usize) -> usize {
         self.offsets[i + 1] - self.offsets[i]
     }
@@ -111,10 +133,13 @@ impl Activations {
         &self.values[(end - 1) * self.hidden..end * self.hidden]
     }
 
+    /// Position of a statement, or `None` when it is not held (a linear scan).
     pub fn index_of(&self, statement_id: &str) -> Option<usize> {
         self.statement_ids.iter().position(|s| s == statement_id)
     }
 
+    /// The safetensors file (see the module docs), its content hash in the metadata; values
+    /// in `precision`, except f16 falls back to f32 when a value is beyond f16's range.
     pub fn to_bytes(&self, precision: Precision) -> Vec<u8> {
         let precision = if precision == Precision::F16
             && self
@@ -183,6 +208,7 @@ impl Activations {
         safetensors::serialize(tensors, Some(meta)).expect("in-memory safetensors serialization")
     }
 
+    /// Writes [`Self::to_bytes`] to `path` atomically (parent folders created).
     pub fn write(&self, path: &Path, precision: Precision) -> Result<(), ActivationsError> {
         crate::artifact::write_atomic(path, &self.to_bytes(precision)).map_err(|source| {
             ActivationsError::Io {
@@ -192,6 +218,8 @@ impl Activations {
         })
     }
 
+    /// Reads a file written by [`Self::write`]: [`ActivationsError::Io`] when it cannot be
+    /// read, [`ActivationsError::Corrupt`] when it fails [`Self::from_bytes`].
     pub fn read(path: &Path) -> Result<Self, ActivationsError> {
         let bytes = std::fs::read(path).map_err(|source| ActivationsError::Io {
             path: path.display().to_string(),
@@ -382,6 +410,8 @@ pub fn f32_to_f16_bits(x: f32) -> u16 {
     sign | (half + round as u32) as u16
 }
 
+/// The f32 value of IEEE 754 half-precision bits (exact: subnormals, infinities and NaN
+/// included).
 pub fn f16_bits_to_f32(h: u16) -> f32 {
     let sign = ((h & 0x8000) as u32) << 16;
     let exp = ((h >> 10) & 0x1f) as u32;

@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// The sha256 of `bytes` as 64 lowercase hex digits.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -62,7 +63,9 @@ struct Checked<T> {
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {reason}")]
 pub struct Corrupt {
+    /// The record's file.
     pub path: PathBuf,
+    /// What is wrong with it.
     pub reason: String,
 }
 
@@ -266,6 +269,8 @@ pub struct Build {
 }
 
 impl Build {
+    /// What a program that never called [`set_build`] records: commit `unknown`, dirtiness
+    /// unknown, 0 threads.
     pub fn unknown() -> Self {
         Build {
             commit: "unknown".into(),
@@ -294,6 +299,7 @@ fn unknown_commit() -> String {
 /// Provenance written beside (or inside) every artifact.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The version of the pstat crates that wrote it.
     pub pstat_version: String,
     /// Git commit of the build ([`Build`]); manifests written before it was recorded read as
     /// `unknown`.
@@ -317,12 +323,14 @@ pub struct Manifest {
     /// reproduce the results only up to float rounding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_isa: Option<String>,
+    /// The run's random seed.
     pub seed: u64,
     /// What this artifact is, e.g. `stability`, `activations city_locations layer 15`.
     pub artifact: String,
 }
 
 impl Manifest {
+    /// A manifest for `artifact` from this build ([`build`]), with no model.
     pub fn new(artifact: impl Into<String>, config_hash: &str, data_hash: &str, seed: u64) -> Self {
         let build = build();
         Manifest {
@@ -339,6 +347,7 @@ impl Manifest {
         }
     }
 
+    /// The same, naming the model's GGUF sha256 and the kernels that ran it.
     pub fn with_model(mut self, sha256: &str, kernel_isa: &str) -> Self {
         self.model_sha256 = Some(sha256.to_string());
         self.kernel_isa = Some(kernel_isa.to_string());
@@ -352,6 +361,7 @@ impl Manifest {
         artifact.with_file_name(name)
     }
 
+    /// Writes the manifest atomically as pretty JSON at [`Self::path_for`]`(artifact)`.
     pub fn write_beside(&self, artifact: &Path) -> std::io::Result<()> {
         write_json_atomic(&Self::path_for(artifact), self)
     }

@@ -14,7 +14,10 @@ pub enum ContextSource {
     /// No context (the baseline Θ0).
     None,
     /// Training statements of these kinds in the evaluated domain.
-    Kinds { kinds: Vec<Kind> },
+    Kinds {
+        /// The kinds drawn from (never `noise`).
+        kinds: Vec<Kind>,
+    },
     /// True training statements of the other domains, K / (number of other domains) each,
     /// shuffled: the behavioral Noise control.
     OtherDomainsTrue,
@@ -45,6 +48,7 @@ impl Condition {
         self.probe_true.contains(&kind)
     }
 
+    /// Whether this is the baseline Θ0: only True labelled True, no context.
     pub fn is_baseline(&self) -> bool {
         self.probe_true == [Kind::True] && self.context == ContextSource::None
     }
@@ -99,6 +103,7 @@ struct ConditionFile {
 /// An ordered set of conditions; the first is the baseline Θ0.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConditionSet {
+    /// The conditions, in the order tables list them.
     pub conditions: Vec<Condition>,
 }
 
@@ -178,10 +183,12 @@ impl ConditionSet {
             .collect()
     }
 
+    /// The first baseline condition ([`Condition::is_baseline`]), `None` when there is none.
     pub fn baseline(&self) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.is_baseline())
     }
 
+    /// The condition called `name`; [`DataError::Invalid`] listing the known names otherwise.
     pub fn get(&self, name: &str) -> Result<&Condition, DataError> {
         self.conditions
             .iter()
@@ -194,6 +201,7 @@ impl ConditionSet {
             })
     }
 
+    /// Every condition's name, in order.
     pub fn names(&self) -> Vec<&str> {
         self.conditions.iter().map(|c| c.name.as_str()).collect()
     }

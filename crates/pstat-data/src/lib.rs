@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! The part of P-StaT that needs no language model: which statements exist ([`Statement`]),
 //! how they are loaded from the bundled CSVs ([`load`]), how they are split ([`split`]), what
 //! each perturbation Θ labels True ([`condition`]), and the small I/O conventions every later
@@ -6,9 +8,12 @@
 pub mod activations;
 pub mod artifact;
 pub mod condition;
+/// Errors for user-supplied data ([`DataError`]) and malformed files.
 pub mod error;
 pub mod load;
 pub mod split;
+/// Statements and their classification: domains, the kinds of Table 1 and the
+/// True/False/Neither labels of the trilemma.
 pub mod statement;
 pub mod stats;
 pub mod vllm;

@@ -20,11 +20,15 @@ mod bundled {
 /// What kind of statements a file holds; decides how `correct`/`real_object` map to a [`Kind`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileRole {
-    /// Real entities: `correct` decides True/False.
+    /// Real entities: `correct` decides True/False (a row with `real_object` false is
+    /// [`Kind::SyntheticTf`]).
     Real,
+    /// Synthetic (TF): the upstream synthetic files; every row is [`Kind::SyntheticTf`]
+    /// whatever `correct` says.
     SyntheticTf,
     /// `correct` is the canonical truth within the fiction: Fictional (T)/(F).
     Fictional,
+    /// Synthetic (Fi): every row is [`Kind::SyntheticFi`] whatever `correct` says.
     SyntheticFi,
 }
 
@@ -114,10 +118,13 @@ impl DataRoot {
         }
     }
 
+    /// `bundled`, or the directory the files were read from.
     pub fn origin(&self) -> &str {
         &self.origin
     }
 
+    /// The text of a file by its path inside the root (e.g. `trilemma/city_locations.csv`),
+    /// `None` when the root lacks it.
     pub fn file(&self, rel: &str) -> Option<&str> {
         self.files.get(rel).map(|c| c.as_ref())
     }
@@ -139,22 +146,29 @@ impl DataRoot {
 /// All statements of one domain, in datapack order.
 #[derive(Debug, Clone)]
 pub struct Dataset {
+    /// The domain.
     pub domain: Domain,
+    /// Its statements, file by file in [`domain_files`] order, rows in file order.
     pub statements: Vec<Statement>,
     /// sha256 over the names and bytes of the files that made this dataset.
     pub data_hash: String,
 }
 
 impl Dataset {
+    /// The statements of one kind, in dataset order.
     pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Statement> {
         self.statements.iter().filter(move |s| s.kind == kind)
     }
 
+    /// The statement with this id, `None` when there is none (a linear scan).
     pub fn get(&self, id: &str) -> Option<&Statement> {
         self.statements.iter().find(|s| s.id == id)
     }
 }
 
+/// Loads one domain's files from `root`. Fictional and Synthetic files the root lacks are
+/// skipped; a missing real-entity file is [`DataError::Invalid`], as is a statement listed
+/// twice (see the module docs); a file that does not parse is the error [`parse_csv`] gives.
 pub fn load_domain(root: &DataRoot, domain: Domain) -> Result<Dataset, DataError> {
     let mut statements = Vec::new();
     let mut hash_input = Vec::new();
@@ -240,6 +254,7 @@ fn split_provenance(provenance: &str) -> (&str, &str) {
     provenance.rsplit_once(':').unwrap_or((provenance, ""))
 }
 
+/// [`load_domain`] for every domain, in [`Domain::ALL`] order; the first error stops it.
 pub fn load_all(root: &DataRoot) -> Result<Vec<Dataset>, DataError> {
     Domain::ALL.iter().map(|d| load_domain(root, *d)).collect()
 }

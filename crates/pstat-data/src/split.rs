@@ -29,19 +29,27 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
+/// One of the three exclusive parts of a domain's statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Split {
+    /// What probes are trained on, and what prompting contexts are drawn from (55%).
     Train,
+    /// Held out for calibrating probes (20%).
     Calibration,
+    /// Held out for evaluation (25%).
     Test,
 }
 
 /// Shares of all statements. The paper's protocol is 55 / 20 / 25.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SplitConfig {
+    /// Seed of the subject shuffle (42 by default).
     pub seed: u64,
+    /// Share of each kind's statements in test, in (0, 1) (0.25 by default).
     pub test: f64,
+    /// Share of each kind's statements in calibration, in (0, 1) (0.20 by default); train
+    /// gets the rest, so `test + calibration` must be below 1.
     pub calibration: f64,
 }
 
@@ -59,13 +67,19 @@ impl Default for SplitConfig {
 /// hash they were made from so a stale split is never applied to changed data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SplitAssignment {
+    /// The domain split.
     pub domain: Domain,
+    /// The seed and shares it was made with.
     pub config: SplitConfig,
+    /// [`Dataset::data_hash`] of the data it was made from.
     pub data_hash: String,
     /// The families of kinds that were split on their own (those present in the data).
     pub families: Vec<Vec<Kind>>,
+    /// Ids of the training statements, in dataset order.
     pub train: Vec<String>,
+    /// Ids of the calibration statements, in dataset order.
     pub calibration: Vec<String>,
+    /// Ids of the test statements, in dataset order.
     pub test: Vec<String>,
 }
 
@@ -93,6 +107,7 @@ impl SplitAssignment {
         )
     }
 
+    /// The ids in one part.
     pub fn ids(&self, split: Split) -> &[String] {
         match split {
             Split::Train => &self.train,

@@ -8,18 +8,23 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Domain {
+    /// Cities and the countries they are in (`city_locations`).
     CityLocations,
+    /// Drugs and the conditions they treat (`med_indications`).
     MedIndications,
+    /// Words and their instances, types and synonyms (`word_definitions`).
     WordDefinitions,
 }
 
 impl Domain {
+    /// The three domains, in the order of every table.
     pub const ALL: [Domain; 3] = [
         Domain::CityLocations,
         Domain::MedIndications,
         Domain::WordDefinitions,
     ];
 
+    /// The string form (`city_locations`, `med_indications`, `word_definitions`).
     pub fn as_str(self) -> &'static str {
         match self {
             Domain::CityLocations => "city_locations",
@@ -68,12 +73,20 @@ impl FromStr for Domain {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// True about real entities (label True).
     True,
+    /// False about real entities (label False).
     False,
+    /// Fictional (T): about fictional entities, true within their fiction (label Neither).
     FictionalT,
+    /// Fictional (F): about fictional entities, false within their fiction (label Neither).
     FictionalF,
+    /// Synthetic (TF): about made-up entities, from the upstream synthetic files (label
+    /// Neither).
     SyntheticTf,
+    /// Synthetic (Fi): about made-up entities, from our generator (label Neither).
     SyntheticFi,
+    /// The non-semantic control: no text (label Neither).
     Noise,
 }
 
@@ -99,6 +112,8 @@ impl Kind {
         Kind::Noise,
     ];
 
+    /// The string form (`true`, `false`, `fictional_t`, `fictional_f`, `synthetic_tf`,
+    /// `synthetic_fi`, `noise`).
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::True => "true",
@@ -170,8 +185,12 @@ impl FromStr for Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Label {
+    /// True in the real world.
     True,
+    /// False in the real world.
     False,
+    /// Neither: about entities that do not exist in the real world (Fictional, Synthetic,
+    /// Noise).
     Neither,
 }
 
@@ -181,15 +200,19 @@ pub struct Statement {
     /// Stable id: `{file stem}:{0-based data row}`, e.g. `city_locations:17`. It survives
     /// reordering of other files and is what every output table refers to.
     pub id: String,
+    /// The domain it belongs to.
     pub domain: Domain,
     /// The relation of the template: `cities`, `indications`, `instances`, `types`, `synonyms`.
     pub relation: String,
+    /// The sentence, trimmed.
     pub text: String,
     /// object_1 of the upstream CSVs: city, drug or head word.
     pub subject: String,
     /// object_2: country/region, condition, or category/hypernym/synonym.
     pub object: String,
+    /// Whether the sentence is negated (the CSV's `negation`).
     pub negated: bool,
+    /// Its kind (Table 1).
     pub kind: Kind,
     /// Where the row came from: `trilemma/city_locations.csv:19` (file and 1-based line).
     pub provenance: String,
@@ -199,6 +222,7 @@ pub struct Statement {
 }
 
 impl Statement {
+    /// The True/False/Neither label of its kind.
     pub fn label(&self) -> Label {
         self.kind.label()
     }

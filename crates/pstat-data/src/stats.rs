@@ -13,9 +13,12 @@ pub fn noise_count(n_statements: usize) -> usize {
     (NOISE_SHARE * n_statements as f64).round() as usize
 }
 
+/// Statements of one domain and kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
+    /// Statements not negated (0 for Noise).
     pub affirmative: usize,
+    /// Negated statements (0 for Noise).
     pub negated: usize,
     /// affirmative + negated; for Noise (which has no sentences) the number of sequences.
     pub total: usize,
@@ -25,6 +28,7 @@ pub struct Counts {
 /// with every kind present (zeros where a kind has no data).
 pub type Table1 = BTreeMap<Domain, BTreeMap<Kind, Counts>>;
 
+/// Table 1 of the given datasets; Noise's total is [`noise_count`] of the domain's statements.
 pub fn table1(datasets: &[Dataset]) -> Table1 {
     datasets
         .iter()

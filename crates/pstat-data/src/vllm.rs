@@ -1,6 +1,6 @@
 //! One request's file of vLLM's hidden-state extraction (`extract_hidden_states` with
 //! `ExampleHiddenStatesConnector`): a safetensors file `<request id>.safetensors` holding
-//! `token_ids` (I64, [seq]: the prompt token ids) and `hidden_states` (BF16/F16/F32,
+//! `token_ids` (I64, `[seq]`: the prompt token ids) and `hidden_states` (BF16/F16/F32,
 //! `[seq, n_layers, hidden]`: the connector reads each token's slot of its cache, which holds
 //! the layers given to vLLM as `eagle_aux_hidden_state_layer_ids`, in that order). That is the
 //! layout vLLM 0.32.0 writes (checked against files it wrote, crates/pstat-study/tests/vllm_engine.rs).
@@ -12,7 +12,9 @@ use std::path::Path;
 /// A request's prompt token ids and its hidden states, layer by layer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VllmRequest {
+    /// The prompt's token ids, one per row (`seq` of them).
     pub token_ids: Vec<u32>,
+    /// Width of each hidden-state row.
     pub hidden: usize,
     /// Per layer (in the file's order), the `[seq, hidden]` rows, row-major.
     pub layers: Vec<Vec<f32>>,
@@ -25,6 +27,7 @@ impl VllmRequest {
         Self::from_bytes(&bytes)
     }
 
+    /// Parses and checks a request file's bytes; an error names the tensor or field.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
         let st =
             SafeTensors::deserialize(bytes).map_err(|e| format!("not a safetensors file: {e}"))?;
