@@ -12,19 +12,28 @@ use serde::{Deserialize, Serialize};
 /// The hyperparameters of one pipeline run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PipelineConfig {
+    /// Principal components kept by PCA (clamped to the points' rank bound min(n, d)).
     pub pca_dims: usize,
+    /// UMAP on the PCA scores.
     pub umap: UmapParams,
+    /// HDBSCAN on the UMAP embedding.
     pub hdbscan: HdbscanParams,
 }
 
 /// The grid: every combination, iterated with PCA outermost and min_samples innermost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Grid {
+    /// Values of [`PipelineConfig::pca_dims`].
     pub pca_dims: Vec<usize>,
+    /// Values of [`UmapParams::n_neighbors`].
     pub n_neighbors: Vec<usize>,
+    /// Values of [`UmapParams::min_dist`].
     pub min_dist: Vec<f64>,
+    /// Values of [`UmapParams::n_components`].
     pub n_components: Vec<usize>,
+    /// Values of [`HdbscanParams::min_cluster_size`].
     pub min_cluster_size: Vec<usize>,
+    /// Values of [`HdbscanParams::min_samples`].
     pub min_samples: Vec<usize>,
 }
 
@@ -44,6 +53,7 @@ impl Default for Grid {
 }
 
 impl Grid {
+    /// Every combination, in grid order (empty when any list is).
     pub fn configs(&self) -> Vec<PipelineConfig> {
         let mut out = Vec::new();
         for &pca_dims in &self.pca_dims {
@@ -77,17 +87,25 @@ impl Grid {
 /// Algorithm 1's score terms for one configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigScore {
+    /// The configuration scored.
     pub config: PipelineConfig,
     /// Silhouette on the UMAP embedding over non-noise points; `None` when undefined (< 2
     /// clusters), in which case the score uses −1, the worst possible silhouette.
     pub silhouette: Option<f64>,
+    /// Share of points labelled noise (1 when there are no points).
     pub noise_fraction: f64,
+    /// Number of non-noise clusters.
     pub n_clusters: usize,
+    /// 0.10 when some non-noise cluster has fewer than 3 points, else 0.
     pub tiny_penalty: f64,
+    /// 0.05 when there are fewer than 3 non-noise clusters, else 0.
     pub few_penalty: f64,
+    /// silhouette (or −1) − 0.25·`noise_fraction` − `tiny_penalty` − `few_penalty`.
     pub score: f64,
 }
 
+/// Algorithm 1's score of the labels (−1 = noise, clusters 0..k−1) HDBSCAN gave the rows of
+/// `embedding` under `config`.
 pub fn score_labels(config: PipelineConfig, embedding: &Matrix, labels: &[i32]) -> ConfigScore {
     let n = labels.len();
     let noise = labels.iter().filter(|&&l| l < 0).count();
@@ -123,16 +141,21 @@ pub fn score_labels(config: PipelineConfig, embedding: &Matrix, labels: &[i32]) 
 /// The selected clustering plus everything needed to report and plot it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GridResult {
+    /// The winning configuration (the grid's first when no configuration ran).
     pub chosen: PipelineConfig,
+    /// Its position in grid order (0 when no configuration ran).
     pub chosen_index: usize,
+    /// Its score ([`ConfigScore::score`]); without the grid, the score of the labels on the
+    /// 2-D PCA.
     pub score: f64,
-    /// Every configuration's score, in grid order.
+    /// Every configuration's score, in grid order (empty when no configuration ran).
     pub scores: Vec<ConfigScore>,
     /// One label per input row; −1 is noise.
     pub labels: Vec<i32>,
     /// 2-D UMAP of the chosen PCA projection with the chosen neighbours/min_dist (the clustering
     /// embedding itself when it is 2-D), for the scatter figure.
     pub embedding_2d: Vec<[f64; 2]>,
+    /// The seed of every PCA and UMAP run.
     pub seed: u64,
     /// Why the input has no structure to cluster, when it has none (see [`no_structure`]):
     /// then no configuration ran, every point is noise and `embedding_2d` is the 2-D PCA.
@@ -256,7 +279,7 @@ fn groups_on_a_line(t: &[f64], smallest: usize) -> Option<Vec<i32>> {
 /// Runs Algorithm 1 on the rows of `x`. Every UMAP uses `seed`, so a grid point's result does not
 /// depend on which other grid points run. An empty grid falls back to the default grid.
 /// An input with [`no_structure`] gets no clustering: every point is noise. Points on a line in
-/// separated groups get one cluster per group ([`groups_on_a_line`]) without the grid, whose
+/// separated groups get one cluster per group (`groups_on_a_line`) without the grid, whose
 /// UMAP would cut each group's chain into pieces.
 pub fn run_grid(x: &Matrix, grid: &Grid, seed: u64) -> GridResult {
     let mut configs = grid.configs();

@@ -2,6 +2,7 @@
 
 use crate::ClusterError;
 
+/// A dense row-major f64 matrix, rows × cols; [`Matrix::new`] refuses non-finite values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Matrix {
     rows: usize,
@@ -34,6 +35,7 @@ impl Matrix {
         Self::new(rows, cols, data.iter().map(|&v| f64::from(v)).collect())
     }
 
+    /// A rows × cols matrix of zeros.
     pub fn zeros(rows: usize, cols: usize) -> Self {
         Matrix {
             rows,
@@ -42,26 +44,32 @@ impl Matrix {
         }
     }
 
+    /// Number of rows (points).
     pub fn rows(&self) -> usize {
         self.rows
     }
 
+    /// Number of columns (features).
     pub fn cols(&self) -> usize {
         self.cols
     }
 
+    /// Row `i` (panics when out of range).
     pub fn row(&self, i: usize) -> &[f64] {
         &self.data[i * self.cols..(i + 1) * self.cols]
     }
 
+    /// Row `i`, writable (panics when out of range).
     pub fn row_mut(&mut self, i: usize) -> &mut [f64] {
         &mut self.data[i * self.cols..(i + 1) * self.cols]
     }
 
+    /// The value at row `i`, column `j`.
     pub fn get(&self, i: usize, j: usize) -> f64 {
         self.data[i * self.cols + j]
     }
 
+    /// Sets the value at row `i`, column `j` (no finiteness check).
     pub fn set(&mut self, i: usize, j: usize, v: f64) {
         self.data[i * self.cols + j] = v;
     }
@@ -72,10 +80,12 @@ impl Matrix {
     }
 }
 
+/// Σ (aᵢ − bᵢ)² over the shorter length of the two.
 pub fn squared_euclidean(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
 }
 
+/// Σ aᵢ·bᵢ over the shorter length of the two.
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }

@@ -7,9 +7,13 @@ mod mst;
 use crate::matrix::Matrix;
 use serde::{Deserialize, Serialize};
 
+/// HDBSCAN's two hyperparameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct HdbscanParams {
+    /// Smallest group of points that counts as a cluster (at least 2 is used).
     pub min_cluster_size: usize,
+    /// The neighbour whose distance is a point's core distance, itself not counted (at least 1
+    /// is used; at most the number of other points).
     pub min_samples: usize,
 }
 

@@ -15,10 +15,15 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
+/// UMAP's hyperparameters (the rest are umap-learn's defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct UmapParams {
+    /// Size of each point's neighbourhood in the kNN graph (at least 2 is used; clamped to the
+    /// point count).
     pub n_neighbors: usize,
+    /// Smallest distance between embedded points (umap-learn's `min_dist`).
     pub min_dist: f64,
+    /// Dimensions of the embedding (at least 1 is used).
     pub n_components: usize,
 }
 
