@@ -35,8 +35,12 @@ pub fn output_file(domain: Domain) -> String {
 /// One canonically true pair of a curated table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CuratedPair {
+    /// The relation the pair stands in (fixed per domain; per row in word tables).
     pub relation: Relation,
+    /// The fictional entity: city, drug or head word (`object_1`).
     pub subject: String,
+    /// Its correct object within the fiction: region, condition or word category, hypernym or
+    /// synonym (`object_2`).
     pub object: String,
     /// The work the pair is canon in.
     pub source: String,

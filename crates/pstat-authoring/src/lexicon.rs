@@ -57,14 +57,17 @@ impl EnglishWords {
         }
     }
 
+    /// The word list's file (`<inline>` for words given in code).
     pub fn origin(&self) -> &Path {
         &self.origin
     }
 
+    /// Number of distinct words.
     pub fn len(&self) -> usize {
         self.words.len()
     }
 
+    /// Whether the list holds no word.
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
@@ -129,6 +132,7 @@ impl KnownEntities {
         Ok(known)
     }
 
+    /// Adds an entity (trimmed, lower-cased) and its space/hyphen-separated parts.
     pub fn insert(&mut self, entity: &str) {
         let lower = entity.trim().to_lowercase();
         self.parts.extend(name_parts(&lower).map(str::to_string));
@@ -142,14 +146,17 @@ impl KnownEntities {
         name_parts(&lower).any(|p| !words.contains(p) && self.parts.contains(p))
     }
 
+    /// Whether `entity` (trimmed, ignoring case) is a known entity.
     pub fn contains(&self, entity: &str) -> bool {
         self.entities.contains(&entity.trim().to_lowercase())
     }
 
+    /// Number of distinct known entities.
     pub fn len(&self) -> usize {
         self.entities.len()
     }
 
+    /// Whether no entity is known.
     pub fn is_empty(&self) -> bool {
         self.entities.is_empty()
     }

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! How the statement data that the paper does not ship were made, and how every shipped
 //! statement is checked against its domain's sentence template: the Fictional builder from the
 //! curated tables ([`fictional`]), the Synthetic (Fi) generator ([`synthetic`], with Markov

@@ -80,10 +80,12 @@ impl MarkovNames {
         }
     }
 
+    /// The settings the chain was trained with.
     pub fn settings(&self) -> NameSettings {
         self.settings
     }
 
+    /// Whether `name` is, exactly (case-sensitive), one of the names the chain was trained on.
     pub fn is_training_name(&self, name: &str) -> bool {
         self.training.contains(name)
     }

@@ -15,7 +15,9 @@ use std::collections::HashSet;
 /// An entity with its correct objects and where it comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subject {
+    /// The entity as written in `object_1`.
     pub name: String,
+    /// Its correct objects; each yields four rows.
     pub correct: Vec<String>,
     /// The work (Fictional) or generator settings (Synthetic (Fi)).
     pub source: String,
@@ -26,8 +28,11 @@ pub struct Subject {
 /// A possible object, with the work and group it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
+    /// The object as written in `object_2`.
     pub text: String,
+    /// The work (Fictional) or generator settings (Synthetic (Fi)) it comes from.
     pub source: String,
+    /// Its medium or language; may be empty.
     pub group: String,
 }
 
@@ -35,22 +40,32 @@ pub struct Candidate {
 /// (Synthetic statements have no truth, upstream writes false).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Truth {
+    /// `correct` is the sentence's truth within its fiction (Fictional (T)/(F)).
     Canonical,
+    /// `correct` is false on every row (Synthetic (Fi): Neither).
     AlwaysFalse,
 }
 
 /// One row of a generated statement file; the column order of the shipped CSVs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Row {
+    /// The rendered sentence.
     pub statement: String,
+    /// The subject.
     pub object_1: String,
+    /// The object the sentence pairs it with (correct or wrong).
     pub object_2: String,
     /// The subject's correct objects joined with ", " (upstream format).
     pub correct_object_2: String,
+    /// Whether the sentence as written is true (within its fiction), per [`Truth`].
     pub correct: bool,
+    /// Whether the sentence is negated.
     pub negation: bool,
+    /// Always false: the entities are not real (Neither).
     pub real_object: bool,
+    /// The relation's name ([`Relation::as_str`]).
     pub category: String,
+    /// The subject's work or generator settings.
     pub source: String,
 }
 

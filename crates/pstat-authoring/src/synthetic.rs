@@ -20,10 +20,13 @@ use std::fmt::Write as _;
 /// Sizes and chain settings for one domain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// Subject names generated (each serving every relation of the domain).
     pub subjects: usize,
     /// Generated objects per relation.
     pub objects: usize,
+    /// The Markov chain settings for subject names.
     pub subject_settings: NameSettings,
+    /// The Markov chain settings for object names.
     pub object_settings: NameSettings,
     /// Rows kept per relation (Table 1: City 960, Medical 1000, Word 2394 split 1:3:3 like
     /// the upstream 500/1500/1500 word files).
@@ -80,7 +83,10 @@ pub fn output_file(domain: Domain) -> String {
 
 /// What a generated name must not be.
 pub struct Screen<'a> {
+    /// The English dictionary: a name made only of its words is refused.
     pub words: &'a EnglishWords,
+    /// Existing entities: a name equal to one, or reusing a non-English part of one, is
+    /// refused.
     pub known: &'a KnownEntities,
 }
 

@@ -19,14 +19,20 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Relation {
+    /// City Locations: "The city of X is located in Y."
     Cities,
+    /// Medical Indications: "X is indicated for the treatment of Y."
     Indications,
+    /// Word Definitions: "X is" followed by Y with its article (if any).
     Instances,
+    /// Word Definitions: "X is a type of" followed by Y with its article (if any).
     Types,
+    /// Word Definitions: "X is a synonym of" followed by Y with its article (if any).
     Synonyms,
 }
 
 impl Relation {
+    /// Every relation, domain by domain.
     pub const ALL: [Relation; 5] = [
         Relation::Cities,
         Relation::Indications,
@@ -35,6 +41,7 @@ impl Relation {
         Relation::Synonyms,
     ];
 
+    /// The `category` value: `cities`, `indications`, `instances`, `types`, `synonyms`.
     pub fn as_str(self) -> &'static str {
         match self {
             Relation::Cities => "cities",
@@ -45,6 +52,7 @@ impl Relation {
         }
     }
 
+    /// The domain whose statements use it.
     pub fn domain(self) -> Domain {
         match self {
             Relation::Cities => Domain::CityLocations,
@@ -104,12 +112,14 @@ impl FromStr for Relation {
 /// The content of one templated sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fact {
+    /// The template used.
     pub relation: Relation,
     /// City, drug or head word as stored in `object_1` (word sentences capitalize it).
     pub subject: String,
     /// Region, condition or word category/hypernym/synonym as stored in `object_2`, without
     /// the article the word templates add.
     pub object: String,
+    /// Whether the sentence is the negated form (`is not …`).
     pub negated: bool,
 }
 
@@ -148,7 +158,9 @@ pub fn render(fact: &Fact) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{statement}` does not follow the {expected} template")]
 pub struct TemplateError {
+    /// The sentence.
     pub statement: String,
+    /// The relation whose template it was checked against, or `any`.
     pub expected: String,
 }
 
