@@ -33,11 +33,12 @@ use std::collections::HashMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Split {
-    /// What probes are trained on, and what prompting contexts are drawn from (55%).
+    /// What probes are trained on, and what prompting contexts are drawn from (55% by default).
     Train,
-    /// Held out for calibrating probes (20%).
+    /// Held out from training (20% by default); e.g. the veracity-layer search scores its
+    /// probes on it.
     Calibration,
-    /// Held out for evaluation (25%).
+    /// Held out for evaluation (25% by default).
     Test,
 }
 
