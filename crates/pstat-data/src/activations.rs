@@ -2,11 +2,11 @@
 //! layer, stored without padding. On disk it is a safetensors file that Python reads with
 //! `safetensors.numpy.load_file`:
 //!
-//! | tensor      | dtype   | shape            | meaning                                        |
-//! |-------------|---------|------------------|------------------------------------------------|
-//! | `values`    | F16/F32 | `[tokens, hidden]` | token rows of all statements, concatenated         |
-//! | `offsets`   | I64     | `[statements + 1]` | statement i owns rows `offsets[i]..offsets[i+1]`   |
-//! | `token_ids` | U32     | `[tokens]`         | the token fed at each row                          |
+//! | tensor      | dtype   | shape              | meaning                                      |
+//! |-------------|---------|--------------------|----------------------------------------------|
+//! | `values`    | F16/F32 | `[tokens, hidden]` | token rows of all statements, concatenated   |
+//! | `offsets`   | I64     | `[statements + 1]` | statement i: rows `offsets[i]..offsets[i+1]` |
+//! | `token_ids` | U32     | `[tokens]`         | the token fed at each row                    |
 //!
 //! The safetensors metadata holds `statement_ids` (JSON list), `content_xxh3` (the xxh3-64 of
 //! everything after the header, checked on every read: a cache file garbled on disk must never
