@@ -2,6 +2,10 @@
 //! are perturbed (the P-StaT framework). This binary is thin: each subcommand lives in
 //! `cmd/<name>.rs` and calls into the pipeline crates.
 
+// The arguments' doc comments are clap's `--help` text, written for a terminal: shapes like
+// `[bags]` and paths like `<domain>.csv` are meant literally, not as rustdoc links or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 mod cmd;
 mod output;
 mod progress;

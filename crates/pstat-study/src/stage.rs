@@ -67,7 +67,7 @@ pub struct Retractions {
     /// Statements some instantiation believed at baseline.
     pub believed_at_baseline: BTreeSet<String>,
     /// Per `instantiation:condition` label, the baseline's and Θ's judgments (the agreement
-    /// between instantiations, [`crate::agreement`]).
+    /// between instantiations, the study's `agreement` module).
     pub judged: BTreeMap<String, (Judgments, Judgments)>,
 }
 

@@ -1,6 +1,6 @@
 //! `pstat hidden`: per-token hidden states of text lines at chosen layers, as ragged
-//! safetensors files (pstat-data's `Activations` layout: `values` [tokens, hidden], `offsets`
-//! i64 [lines + 1], `token_ids` u32 [tokens], metadata with model sha256, layer and line ids).
+//! safetensors files (pstat-data's `Activations` layout: `values` `[tokens, hidden]`, `offsets`
+//! i64 `[lines + 1]`, `token_ids` u32 `[tokens]`, metadata with model sha256, layer and line ids).
 //!
 //! One file per layer: with a single `--layers` value the file is `--out` itself; with several,
 //! `--out acts.safetensors` becomes `acts.layer10.safetensors`, `acts.layer15.safetensors`, ...

@@ -161,7 +161,7 @@ unsafe fn gemm_raw(
 /// those output columns: gemm's sum over k for one output element depends only on k's
 /// blocking (a function of k and the cache sizes) and not on how many output columns the call
 /// spans, so the result is bit-identical to dequantizing the whole weight first, provided no
-/// tile falls into gemm's small-matrix paths ([`MIN_TILE_ROWS`]).
+/// tile falls into gemm's small-matrix paths (`MIN_TILE_ROWS`).
 ///
 /// A matrix of block-quantized weights marked [`Precision::Q8`] is multiplied by the integer
 /// kernels of [`super::q8`] instead.

@@ -12,7 +12,7 @@
 //! integer sums (`S`, and `M` for the types with mins), then `acc += (d_a·d_w)·S` (plus
 //! `m_w·(d_a·Σa)` or minus `(d_a·dmin_w)·M`) in f32, block after block. The SIMD kernels
 //! (`q8_x86`: AVX2, and AVX512-VNNI where present) compute the same integer sums with vector
-//! instructions and combine them with the same f32 operations ([`Combine`]), so every kernel's
+//! instructions and combine them with the same f32 operations (`Combine`), so every kernel's
 //! result is bit-identical to the scalar one; which kernel runs is chosen at run time from the
 //! CPU's features. Integer sums are exact whatever their lane order, which is what makes this
 //! possible: the SIMD kernels never saturate (activations lie in ±127, so the AVX2 `maddubs`

@@ -1,7 +1,7 @@
 //! The tokenizer stored in a GGUF file, reproducing llama.cpp's token ids: special and
 //! user-defined tokens are split out of the text first (longest first, control tokens only when
 //! parsing specials), then each remaining fragment goes through the vocabulary's algorithm
-//! ([`bpe`] for `gpt2` vocabularies, [`spm`] for `llama` ones), and BOS/EOS are added as the
+//! (`bpe` for `gpt2` vocabularies, `spm` for `llama` ones), and BOS/EOS are added as the
 //! file's `add_bos_token`/`add_eos_token` say. Tokenizer types llama.cpp knows but pstat does not
 //! reproduce exactly are refused, never approximated.
 
