@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! `pstat._pstat`: pstat's probes and belief-stability rates on numpy arrays, with the
 //! scikit-learn conventions (constructor parameters, `fit`, fitted attributes ending in `_`).
 //! Every computation is the pipeline crates' own (`pstat-probe`, `pstat-stability`); this

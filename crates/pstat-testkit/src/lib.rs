@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! A test whose input lives outside the repository (a tiny random-weight model, llama.cpp's
 //! vocabularies, a llama.cpp server, Chromium, an embedded model) must never pass by doing
 //! nothing. Without its input it calls [`missing`]: under `CI=true` that fails the test; anywhere
