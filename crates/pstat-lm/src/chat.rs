@@ -14,9 +14,12 @@ use minijinja::{Environment, ErrorKind, Value, context};
 const PREFILL_MARK: &str = "\u{E000}pstat-prefill\u{E001}";
 
 #[derive(Debug, thiserror::Error)]
+/// Why a chat template could not be read or rendered.
 pub enum ChatError {
+    /// Reading the GGUF metadata failed.
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    /// Loading or using the tokenizer failed.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
     #[error(
@@ -24,9 +27,16 @@ pub enum ChatError {
          `chat_template`), so it is a base model: \
          use a plain prompt (\"chat\": false) or a chat model"
     )]
+    /// The model (its path is the field) has no chat template: a base model.
     NoTemplate(String),
+    /// The template failed to parse or render.
     #[error("chat template of {path}: {message}")]
-    Template { path: String, message: String },
+    Template {
+        /// The model the template comes from.
+        path: String,
+        /// The template engine's error.
+        message: String,
+    },
 }
 
 /// One turn of a conversation.
@@ -34,10 +44,12 @@ pub enum ChatError {
 pub struct Message {
     /// `system`, `user` or `assistant`.
     pub role: String,
+    /// The text of the turn.
     pub content: String,
 }
 
 impl Message {
+    /// A message with this role and content.
     pub fn new(role: &str, content: &str) -> Self {
         Self {
             role: role.to_string(),

@@ -79,13 +79,18 @@ pub fn extract(
 }
 
 #[derive(Debug, thiserror::Error)]
+/// Why a file of statements, one a line, could not be encoded.
 pub enum LinesError {
+    /// A line failed to tokenize.
     #[error("line {line}: {source}")]
     Tokenize {
+        /// The line's number.
         line: usize,
+        /// The tokenizer's error.
         #[source]
         source: TokenizerError,
     },
+    /// Every line is blank.
     #[error("no statements (every line is blank)")]
     Empty,
 }

@@ -14,38 +14,86 @@ use std::path::{Path, PathBuf};
 /// command line knows which one is at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
+    /// Reading the file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The GGUF file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The file does not start with the GGUF magic.
     #[error("{path}: not a GGUF file (it starts with {found:?}, a GGUF file starts with \"GGUF\")")]
-    NotGguf { path: PathBuf, found: String },
+    NotGguf {
+        /// The GGUF file.
+        path: PathBuf,
+        /// The file's first (up to four) bytes, lossily as text.
+        found: String,
+    },
+    /// The file ends before its header, metadata or tensors do.
     #[error("{path}: truncated GGUF file: {detail}")]
-    Truncated { path: PathBuf, detail: String },
+    Truncated {
+        /// The GGUF file.
+        path: PathBuf,
+        /// What was cut short.
+        detail: String,
+    },
+    /// The file's structure is invalid.
     #[error("{path}: malformed GGUF file: {detail}")]
-    Malformed { path: PathBuf, detail: String },
+    Malformed {
+        /// The GGUF file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The architecture is not one this crate runs.
     #[error(
         "{path}: unsupported model architecture `{arch}` (supported: {})",
         Arch::SUPPORTED.join(", ")
     )]
-    UnsupportedArch { path: PathBuf, arch: String },
+    UnsupportedArch {
+        /// The GGUF file.
+        path: PathBuf,
+        /// The `general.architecture` value.
+        arch: String,
+    },
+    /// A required metadata key is absent.
     #[error("{path}: metadata key `{key}` is missing")]
-    MissingKey { path: PathBuf, key: String },
+    MissingKey {
+        /// The GGUF file.
+        path: PathBuf,
+        /// The metadata key.
+        key: String,
+    },
+    /// A metadata key has the wrong type.
     #[error("{path}: metadata key `{key}` should be {expected}, found {found}")]
     WrongType {
+        /// The GGUF file.
         path: PathBuf,
+        /// The metadata key.
         key: String,
+        /// The type wanted, in words.
         expected: &'static str,
+        /// The value found.
         found: String,
     },
+    /// A tensor the model needs is absent.
     #[error("{path}: tensor `{name}` is missing")]
-    MissingTensor { path: PathBuf, name: String },
+    MissingTensor {
+        /// The GGUF file.
+        path: PathBuf,
+        /// The tensor's GGUF name.
+        name: String,
+    },
+    /// A metadata value is out of the range the model can use.
     #[error("{path}: metadata key `{key}` {detail}")]
     OutOfRange {
+        /// The GGUF file.
         path: PathBuf,
+        /// The metadata key.
         key: String,
+        /// Why the value is unusable.
         detail: String,
     },
 }
@@ -104,6 +152,7 @@ impl Arch {
 /// is optional. Field names follow the usual transformer vocabulary; GGUF key in brackets.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ModelConfig {
+    /// The architecture (`general.architecture`).
     pub arch: Arch,
     /// Decoder blocks (`block_count`).
     pub n_layers: usize,
@@ -222,6 +271,7 @@ impl GgufFile {
         Ok(file)
     }
 
+    /// The path the file was opened from.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -266,6 +316,7 @@ impl GgufFile {
         &self.content
     }
 
+    /// Whether the file holds a tensor of this name.
     pub fn has_tensor(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(name)
     }
@@ -609,6 +660,7 @@ impl GgufFile {
         }
     }
 
+    /// A bool key.
     pub fn get_bool(&self, key: &str) -> Result<bool, GgufError> {
         match *self.value(key)? {
             Value::Bool(v) => Ok(v),
@@ -624,18 +676,22 @@ impl GgufFile {
         }
     }
 
+    /// A string key, `None` when absent (a wrong type is still an error).
     pub fn opt_str(&self, key: &str) -> Result<Option<&str>, GgufError> {
         self.optional(key, Self::get_str)
     }
 
+    /// A non-negative integer key, `None` when absent (a wrong type is still an error).
     pub fn opt_usize(&self, key: &str) -> Result<Option<usize>, GgufError> {
         self.optional(key, Self::get_usize)
     }
 
+    /// A float key, `None` when absent (a wrong type is still an error).
     pub fn opt_f32(&self, key: &str) -> Result<Option<f32>, GgufError> {
         self.optional(key, Self::get_f32)
     }
 
+    /// A bool key, `None` when absent (a wrong type is still an error).
     pub fn opt_bool(&self, key: &str) -> Result<Option<bool>, GgufError> {
         self.optional(key, Self::get_bool)
     }

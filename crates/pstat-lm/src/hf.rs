@@ -31,9 +31,14 @@ use serde_json::Value as Json;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+/// The model's configuration file in a Hugging Face folder.
 pub const CONFIG: &str = "config.json";
+/// The tokenizer file in a Hugging Face folder.
 pub const TOKENIZER: &str = "tokenizer.json";
+/// The tokenizer configuration file (special tokens, chat template) in a Hugging Face
+/// folder.
 pub const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
+/// The stand-alone chat template file in a Hugging Face folder.
 pub const CHAT_TEMPLATE: &str = "chat_template.jinja";
 const SINGLE: &str = "model.safetensors";
 const INDEX: &str = "model.safetensors.index.json";
@@ -46,28 +51,54 @@ pub enum HfError {
         "{0}: missing (a Hugging Face model folder holds config.json, tokenizer.json and \
          model.safetensors or model.safetensors.index.json with its shards)"
     )]
+    /// A file the folder needs is absent (the field is its path).
     Missing(PathBuf),
+    /// Reading a file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file at fault.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A JSON file does not parse.
     #[error("{path}: not valid JSON: {detail}")]
-    Json { path: PathBuf, detail: String },
+    Json {
+        /// The file at fault.
+        path: PathBuf,
+        /// The parser's error.
+        detail: String,
+    },
+    /// A JSON field is missing, of the wrong type or out of range.
     #[error("{path}: field `{field}` {detail}")]
     Field {
+        /// The file at fault.
         path: PathBuf,
+        /// The field's name.
         field: String,
+        /// What is wrong with it.
         detail: String,
     },
     #[error(
         "{path}: field `architectures`: `{arch}` is not supported (supported: {})",
         SUPPORTED.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
     )]
-    UnsupportedArch { path: PathBuf, arch: String },
+    /// `architectures` names a model class this crate does not run.
+    UnsupportedArch {
+        /// The file at fault.
+        path: PathBuf,
+        /// The class named.
+        arch: String,
+    },
+    /// The safetensors weights are unreadable or inconsistent.
     #[error("{path}: {detail}")]
-    Weights { path: PathBuf, detail: String },
+    Weights {
+        /// The file at fault.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
 }
 
 /// `architectures[0]` values of config.json and the GGUF architecture each converts to.
@@ -322,6 +353,7 @@ impl HfFolder {
         Ok(config)
     }
 
+    /// The model folder.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

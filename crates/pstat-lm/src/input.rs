@@ -9,17 +9,24 @@ use crate::tokenizer::{Tokenizer, TokenizerError};
 use std::ops::Range;
 
 #[derive(Debug, thiserror::Error)]
+/// Why a statement could not be encoded for a model.
 pub enum InputError {
+    /// Reading or rendering the chat template failed.
     #[error(transparent)]
     Chat(#[from] ChatError),
+    /// Loading the tokenizer or tokenizing failed.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    /// The model failed.
     #[error(transparent)]
     Lm(#[from] LmError),
+    /// Reading the GGUF file failed.
     #[error(transparent)]
     Gguf(#[from] crate::gguf::GgufError),
 }
 
+/// Turns statements into a model's input tokens: as the only user turn of its chat template
+/// when it has one, else as BOS followed by the statement.
 pub struct StatementEncoder {
     tokenizer: Tokenizer,
     chat: Option<ChatTemplate>,
@@ -55,10 +62,12 @@ impl StatementEncoder {
         })
     }
 
+    /// The model's tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
     }
 
+    /// The model's chat template; `None` for a base model (plain format).
     pub fn chat(&self) -> Option<&ChatTemplate> {
         self.chat.as_ref()
     }

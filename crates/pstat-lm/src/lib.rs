@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The language-model runtime of pstat: GGUF models run in-process on candle.
 //!
 //! - [`gguf`]: opening a GGUF file, typed metadata, the decoder's [`gguf::ModelConfig`].

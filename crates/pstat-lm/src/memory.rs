@@ -62,6 +62,7 @@ impl MemoryEstimate {
         }
     }
 
+    /// Weights, KV cache and activations together, in bytes.
     pub fn total(&self) -> u64 {
         self.weights + self.kv_cache + self.activations
     }

@@ -23,10 +23,13 @@ pub struct PaperModel {
     pub short_name: &'static str,
     /// The Hugging Face repository.
     pub repo: &'static str,
+    /// Whether it is a chat (instruction-tuned) model.
     pub chat: bool,
     /// GGUF `general.architecture`.
     pub arch: &'static str,
+    /// Decoder blocks.
     pub n_layers: usize,
+    /// Width of the residual stream.
     pub hidden: usize,
     /// Rows of the token embedding in the Hugging Face weights.
     pub vocab: usize,
@@ -340,8 +343,11 @@ pub struct Identity {
     pub names: Vec<String>,
     /// GGUF `general.architecture`.
     pub arch: String,
+    /// Decoder blocks.
     pub n_layers: usize,
+    /// Width of the residual stream.
     pub hidden: usize,
+    /// Vocabulary size of the decoder (rows of its token embedding).
     pub vocab: usize,
 }
 
@@ -453,7 +459,10 @@ pub fn by_short_name(name: &str) -> Option<&'static PaperModel> {
 /// (Table A3: 79, pstat layer 80 of 80) reads 76..80 instead of 78..82.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayerWindow {
+    /// The veracity layer the window is centred on (pstat numbering: block i's output is
+    /// layer i).
     pub veracity: usize,
+    /// Decoder blocks of the model.
     pub n_layers: usize,
     /// Added to every veracity + offset (negative: moved down).
     pub shift: i64,

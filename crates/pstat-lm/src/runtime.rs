@@ -10,33 +10,62 @@ use crate::model::{FinalRows, ForwardPlan, Model, ModelError, PrefixCache};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
+/// Why a model could not be loaded or run.
 #[derive(Debug, thiserror::Error)]
 pub enum LmError {
+    /// Loading or running the decoder failed.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// Reading a Hugging Face folder failed.
     #[error(transparent)]
     Hf(#[from] HfError),
+    /// Reading the model's files failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file at fault.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     #[error(
         "option {index} ({option:?}) has no token id of its own: every id of its encodings is shared with another option"
     )]
-    AmbiguousOption { index: usize, option: String },
+    /// An answer option has no token id that no other option shares.
+    AmbiguousOption {
+        /// The option's index.
+        index: usize,
+        /// The option's text.
+        option: String,
+    },
+    /// A candidate token id is not below the vocabulary size.
     #[error("candidate token id {id} is outside the vocabulary of {vocab} tokens")]
-    CandidateOutOfRange { id: u32, vocab: usize },
+    CandidateOutOfRange {
+        /// The token id.
+        id: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// The model's estimated memory exceeds what is available.
     #[error("{path}: the model does not fit in memory: {detail}")]
-    TooLarge { path: PathBuf, detail: String },
+    TooLarge {
+        /// The model file or folder.
+        path: PathBuf,
+        /// The estimate against what is available.
+        detail: String,
+    },
     #[error(
         "{model}: the forward pass of sequence {sequence} produced a non-finite value ({value}) at {layer}; the model file is damaged or the model overflows"
     )]
+    /// A forward pass produced a NaN or infinity.
     NonFinite {
+        /// The model file or folder.
         model: PathBuf,
+        /// The sequence's index in the batch.
         sequence: usize,
+        /// Where the value appeared, in words (a layer, or the output).
         layer: String,
+        /// The first non-finite value found.
         value: f32,
     },
 }
@@ -48,6 +77,7 @@ pub struct NextToken {
     pub logprobs: Vec<f32>,
     /// The most probable token and its log p.
     pub top_token: u32,
+    /// The log p of `top_token`.
     pub top_logprob: f32,
 }
 
@@ -63,6 +93,7 @@ pub struct OptionScores {
     pub leftover: f64,
     /// The most probable token overall and its log p.
     pub top_token: u32,
+    /// The log p of `top_token`.
     pub top_logprob: f32,
 }
 
@@ -140,18 +171,22 @@ impl LanguageModel {
         }
     }
 
+    /// The decoder's hyper-parameters.
     pub fn config(&self) -> &ModelConfig {
         self.model.config()
     }
 
+    /// Decoder blocks (residual-stream layers are 0 ..= this).
     pub fn n_layers(&self) -> usize {
         self.config().n_layers
     }
 
+    /// Width of the residual stream.
     pub fn hidden_size(&self) -> usize {
         self.config().hidden
     }
 
+    /// The GGUF file or Hugging Face folder the model was loaded from.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -162,6 +197,7 @@ impl LanguageModel {
         &self.sha256
     }
 
+    /// The decoder itself.
     pub fn model(&self) -> &Model {
         &self.model
     }

@@ -18,10 +18,15 @@ use std::path::Path;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OptionPrompt {
+    /// The prompt text (the user turn when `chat`).
     pub prompt: String,
+    /// The answer options, at least two; each is scored as the next token.
     pub options: Vec<String>,
+    /// Render the prompt as the only user turn of the model's chat template (default false:
+    /// the plain text after BOS).
     #[serde(default)]
     pub chat: bool,
+    /// Text the answer starts with (the open assistant turn when `chat`); default empty.
     #[serde(default)]
     pub prefill: String,
 }
@@ -29,31 +34,47 @@ pub struct OptionPrompt {
 /// Its answer: `{"logprobs": [...], "argmax": i, "option_ids": [[...]], "leftover": p}`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScoredPrompt {
+    /// ln Σ p(id) over each option's token ids, in option order.
     pub logprobs: Vec<f64>,
+    /// Index of the most probable option.
     pub argmax: usize,
+    /// The token ids counted for each option ([`crate::runtime::option_token_ids`]).
     pub option_ids: Vec<Vec<u32>>,
+    /// 1 − Σ of the options' probabilities: the mass on every other token.
     pub leftover: f64,
 }
 
 /// Why prompts could not be scored; [`ScoreError::prompt`] names the prompt where it is one.
 #[derive(Debug, thiserror::Error)]
 pub enum ScoreError {
+    /// A prompt has fewer than two options.
     #[error("`options` needs at least two entries")]
-    TooFewOptions { index: usize },
+    TooFewOptions {
+        /// The prompt's index.
+        index: usize,
+    },
+    /// Loading or rendering the chat template for a chat prompt failed.
     #[error("{source}")]
     Chat {
+        /// The prompt's index.
         index: usize,
+        /// The chat template's error.
         #[source]
         source: ChatError,
     },
+    /// Tokenizing a prompt or one of its options failed.
     #[error("{source}")]
     Tokenize {
+        /// The prompt's index.
         index: usize,
+        /// The tokenizer's error.
         #[source]
         source: TokenizerError,
     },
+    /// Loading the tokenizer failed.
     #[error(transparent)]
     Load(#[from] TokenizerError),
+    /// Loading or running the model failed.
     #[error(transparent)]
     Model(#[from] LmError),
 }

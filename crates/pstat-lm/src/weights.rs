@@ -28,20 +28,28 @@ pub trait TensorSource {
 
 /// A tensor's dimensions (outermost first), stored type and a reader at its first byte.
 pub struct RawTensor<'a> {
+    /// Dimensions, outermost first.
     pub dims: Vec<usize>,
+    /// The stored element type.
     pub dtype: GgmlDType,
+    /// A reader positioned at the tensor's first byte.
     pub data: Box<dyn Read + 'a>,
 }
 
 /// A tensor that cannot be read from its source.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// Reading the GGUF file failed.
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    /// A tensor is absent, of an unsupported type or unreadable.
     #[error("{file}: tensor `{name}`: {detail}")]
     Tensor {
+        /// The file that holds (or should hold) it.
         file: String,
+        /// The tensor's name.
         name: String,
+        /// What is wrong.
         detail: String,
     },
 }
@@ -53,6 +61,7 @@ pub struct GgufTensors<'a> {
 }
 
 impl<'a> GgufTensors<'a> {
+    /// The tensors of `file`; fails when the file cannot be opened again for reading.
     pub fn new(file: &'a GgufFile) -> Result<Self, GgufError> {
         Ok(Self {
             file,

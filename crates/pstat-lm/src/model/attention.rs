@@ -12,7 +12,9 @@ use rayon::prelude::*;
 /// (after RoPE), exactly as the projections produced them.
 #[derive(Debug, Clone, Default)]
 pub struct LayerKv {
+    /// Keys, `[len × n_kv_heads·head_dim]`, row-major.
     pub k: Vec<f32>,
+    /// Values, `[len × n_kv_heads·value_dim]`, row-major.
     pub v: Vec<f32>,
 }
 
@@ -24,6 +26,7 @@ pub struct Packing {
 }
 
 impl Packing {
+    /// The packing of sequences of these lengths, in order.
     pub fn from_lengths(lengths: impl IntoIterator<Item = usize>) -> Self {
         let mut offsets = vec![0];
         for len in lengths {
@@ -32,14 +35,17 @@ impl Packing {
         Self { offsets }
     }
 
+    /// How many sequences the batch holds.
     pub fn n_sequences(&self) -> usize {
         self.offsets.len() - 1
     }
 
+    /// Rows (tokens) of all sequences together.
     pub fn n_rows(&self) -> usize {
         *self.offsets.last().unwrap()
     }
 
+    /// The rows of sequence `s`; panics when `s` is out of range.
     pub fn range(&self, s: usize) -> std::ops::Range<usize> {
         self.offsets[s]..self.offsets[s + 1]
     }
@@ -48,9 +54,13 @@ impl Packing {
 /// Head layout and masking rule of one attention layer.
 #[derive(Debug, Clone, Copy)]
 pub struct AttentionShape {
+    /// Query heads.
     pub n_heads: usize,
+    /// Key/value heads (fewer than `n_heads` with grouped-query attention).
     pub n_kv_heads: usize,
+    /// Width of one query or key head.
     pub head_dim: usize,
+    /// Width of one value head.
     pub value_dim: usize,
     /// Multiplier of q·k.
     pub scale: f32,

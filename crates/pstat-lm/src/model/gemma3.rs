@@ -47,6 +47,8 @@ pub struct Block {
 }
 
 impl Block {
+    /// Loads layer `layer`'s weights (`blk.{layer}.*`); fails on a missing or misshapen
+    /// tensor.
     pub fn load(
         loader: &mut Loader,
         layer: usize,
@@ -76,6 +78,8 @@ impl Block {
         self.attn.rope()
     }
 
+    /// Runs the block on the residual stream `x` `[rows × hidden]` in place, after the cached
+    /// `prefix` keys/values when given; returns this batch's keys/values for the layer.
     pub fn forward(&self, x: &mut [f32], ctx: &BlockContext, prefix: Option<&LayerKv>) -> LayerKv {
         let n = ctx.positions.len();
         let mut normed = x.to_vec();

@@ -26,17 +26,25 @@ pub struct SelfAttention {
 /// Gemma 2/3 may differ from the global ones).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rope {
+    /// Frequency base θ.
     pub base: f32,
+    /// Factor applied to positions before rotation (1 for none).
     pub freq_scale: f32,
 }
 
 /// What differs between architectures' attention layers.
 pub struct AttentionOptions {
+    /// Whether the q/k/v projections have biases (Qwen2).
     pub biases: bool,
+    /// Whether queries and keys are RMS-normed per head before RoPE (Gemma 3).
     pub qk_norm: bool,
+    /// The layer's RoPE.
     pub rope: Rope,
+    /// Which dimensions RoPE pairs.
     pub rope_style: RopeStyle,
+    /// Sliding window in positions; `None` for full causal attention.
     pub window: Option<usize>,
+    /// Soft-cap of the attention logits; `None` for none.
     pub softcap: Option<f32>,
 }
 
@@ -73,6 +81,7 @@ impl AttentionOptions {
 }
 
 impl SelfAttention {
+    /// Loads layer `layer`'s attention weights; fails on a missing or misshapen tensor.
     pub fn load(
         loader: &mut Loader,
         layer: usize,
@@ -125,6 +134,7 @@ impl SelfAttention {
         })
     }
 
+    /// The layer's RoPE.
     pub fn rope(&self) -> Rope {
         self.rope
     }
@@ -189,6 +199,7 @@ pub struct GatedMlp {
 }
 
 impl GatedMlp {
+    /// Loads layer `layer`'s feed-forward weights; fails on a missing or misshapen tensor.
     pub fn load(
         loader: &mut Loader,
         layer: usize,
@@ -208,6 +219,7 @@ impl GatedMlp {
         })
     }
 
+    /// The output `[n × hidden]` for `n` rows `x` `[n × hidden]`.
     pub fn forward(&self, x: &[f32], n: usize) -> Vec<f32> {
         let gate_up = linear(x, n, &self.gate_up);
         linear(&gated(&gate_up, self.ffn, self.act), n, &self.down)

@@ -34,34 +34,64 @@ use ops::{Matrix, Precision, RopeTable, linear, rms_norm, soft_cap};
 use weights::Stored;
 
 #[derive(Debug, thiserror::Error)]
+/// Why a model could not be loaded or run on a batch.
 pub enum ModelError {
+    /// Reading the GGUF file failed.
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    /// Reading a tensor from its source failed.
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// A tensor has the wrong shape or an unsupported type.
     #[error("{path}: tensor `{name}`: {detail}")]
     Tensor {
+        /// Where the tensor comes from (file, or file and source name).
         path: String,
+        /// The tensor's GGUF name.
         name: String,
+        /// What is wrong.
         detail: String,
     },
     #[error(
         "layer {layer} does not exist: the model has {n_layers} blocks (valid layers: 0 = embeddings ..= {n_layers})"
     )]
-    LayerOutOfRange { layer: usize, n_layers: usize },
+    /// A residual-stream layer past the last block was asked for.
+    LayerOutOfRange {
+        /// The layer asked for.
+        layer: usize,
+        /// Decoder blocks of the model.
+        n_layers: usize,
+    },
     #[error(
         "sequence {index} is {len} tokens{prefix}, longer than the model's context of {context} tokens"
     )]
+    /// A sequence, with the shared prefix, exceeds the context length.
     TooLong {
+        /// The sequence's index in the batch.
         index: usize,
+        /// Its length in tokens, without the prefix.
         len: usize,
+        /// " after a N-token prefix" when there is one, else empty.
         prefix: String,
+        /// The model's context length in tokens.
         context: usize,
     },
+    /// A sequence has no tokens.
     #[error("sequence {index} is empty")]
-    EmptySequence { index: usize },
+    EmptySequence {
+        /// The sequence's index in the batch.
+        index: usize,
+    },
+    /// A token id is not below the vocabulary size.
     #[error("sequence {index}: token id {id} is outside the vocabulary of {vocab} tokens")]
-    TokenOutOfRange { index: usize, id: u32, vocab: usize },
+    TokenOutOfRange {
+        /// The sequence's index in the batch.
+        index: usize,
+        /// The token id.
+        id: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
 }
 
 /// Reads tensors of a [`TensorSource`] (a GGUF file or a Hugging Face folder), checking their
@@ -72,6 +102,7 @@ pub struct Loader<'a> {
 }
 
 impl<'a> Loader<'a> {
+    /// A loader of `source`'s tensors, products in f32 precision.
     pub fn new(source: &'a mut dyn TensorSource) -> Self {
         Self {
             source,
@@ -142,6 +173,7 @@ impl<'a> Loader<'a> {
             .map_err(|e| error(e.0))
     }
 
+    /// The 1-D tensor `name` of `len` elements, as f32; fails when absent or of another shape.
     pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
         self.read(name, &[len])
     }
@@ -149,7 +181,9 @@ impl<'a> Loader<'a> {
 
 /// Per-forward facts every block needs: where sequences lie, each row's position, RoPE tables.
 pub struct BlockContext {
+    /// Where each sequence's rows lie in the batch.
     pub packing: Packing,
+    /// Each row's position (the prefix's length counted), one per row.
     pub positions: Vec<usize>,
     ropes: Vec<(Rope, RopeTable)>,
 }
@@ -218,9 +252,11 @@ impl Blocks {
 /// Which rows of the batch leave the model through the final norm (for logits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinalRows {
+    /// No row (no logits wanted).
     None,
     /// The last row of each sequence.
     Last,
+    /// Every row.
     All,
 }
 
@@ -229,11 +265,13 @@ pub enum FinalRows {
 pub struct ForwardPlan<'a> {
     /// Residual-stream layers to return: 0 = embeddings, i = output of block i.
     pub capture: &'a [usize],
+    /// Which rows go through the final norm into `final_hidden`.
     pub final_rows: FinalRows,
     /// Return every layer's keys and values (to build a prefix cache).
     pub keep_kv: bool,
 }
 
+/// What one forward pass returns, as its [`ForwardPlan`] asked.
 #[derive(Debug, Clone)]
 pub struct ForwardOutput {
     /// One `[rows × hidden]` matrix per entry of `plan.capture`, in that order.
@@ -248,16 +286,21 @@ pub struct ForwardOutput {
 /// output of its last token (the next-token distribution after the prefix alone).
 #[derive(Debug, Clone)]
 pub struct PrefixCache {
+    /// The prefix's tokens.
     pub tokens: Vec<u32>,
+    /// Keys and values, one entry per decoder block.
     pub kv: Vec<LayerKv>,
+    /// The final-norm output of the last token, `[hidden]`.
     pub last_hidden: Vec<f32>,
 }
 
 impl PrefixCache {
+    /// The prefix's length in tokens.
     pub fn len(&self) -> usize {
         self.tokens.len()
     }
 
+    /// Whether the prefix has no tokens.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }
@@ -276,6 +319,7 @@ pub struct Model {
 }
 
 impl Model {
+    /// The decoder of a GGUF file, its products computed in `precision`.
     pub fn load(file: &GgufFile, precision: Precision) -> Result<Self, ModelError> {
         Self::load_from(file.config()?, &mut GgufTensors::new(file)?, precision)
     }
@@ -306,6 +350,7 @@ impl Model {
         })
     }
 
+    /// The decoder's hyper-parameters.
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }

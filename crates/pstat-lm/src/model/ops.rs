@@ -18,9 +18,13 @@ pub use super::weights::Matrix;
 /// `data[offset + r * row_stride + c * col_stride]`.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
+    /// The underlying elements.
     pub data: &'a [f32],
+    /// Index of element (0, 0) in `data`.
     pub offset: usize,
+    /// Distance in `data` between consecutive rows.
     pub row_stride: usize,
+    /// Distance in `data` between consecutive columns.
     pub col_stride: usize,
 }
 

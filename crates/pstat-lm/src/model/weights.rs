@@ -22,18 +22,31 @@ use std::sync::Arc;
 /// of [`Stored::block_size`] consecutive elements of a row.
 #[derive(Clone)]
 pub enum Stored {
+    /// Plain f32 elements.
     F32(Vec<f32>),
+    /// IEEE half-precision elements.
     F16(Vec<f16>),
+    /// bfloat16 elements.
     Bf16(Vec<bf16>),
+    /// ggml Q4_0 blocks (4-bit, 32 elements, one scale).
     Q4_0(Vec<BlockQ4_0>),
+    /// ggml Q4_1 blocks (4-bit, 32 elements, scale and minimum).
     Q4_1(Vec<BlockQ4_1>),
+    /// ggml Q5_0 blocks (5-bit, 32 elements, one scale).
     Q5_0(Vec<BlockQ5_0>),
+    /// ggml Q5_1 blocks (5-bit, 32 elements, scale and minimum).
     Q5_1(Vec<BlockQ5_1>),
+    /// ggml Q8_0 blocks (8-bit, 32 elements, one scale).
     Q8_0(Vec<BlockQ8_0>),
+    /// ggml Q2_K super-blocks (2-bit, 256 elements).
     Q2K(Vec<BlockQ2K>),
+    /// ggml Q3_K super-blocks (3-bit, 256 elements).
     Q3K(Vec<BlockQ3K>),
+    /// ggml Q4_K super-blocks (4-bit, 256 elements).
     Q4K(Vec<BlockQ4K>),
+    /// ggml Q5_K super-blocks (5-bit, 256 elements).
     Q5K(Vec<BlockQ5K>),
+    /// ggml Q6_K super-blocks (6-bit, 256 elements).
     Q6K(Vec<BlockQ6K>),
 }
 
@@ -84,6 +97,7 @@ impl Stored {
         }))
     }
 
+    /// The ggml type of the elements.
     pub fn dtype(&self) -> GgmlDType {
         with_blocks!(self, b => element_type(b))
     }
@@ -93,10 +107,12 @@ impl Stored {
         self.dtype().block_size()
     }
 
+    /// How many elements the tensor holds.
     pub fn n_elements(&self) -> usize {
         with_blocks!(self, b => b.len() * self.block_size())
     }
 
+    /// Bytes the stored elements or blocks occupy.
     pub fn size_in_bytes(&self) -> usize {
         with_blocks!(self, b => std::mem::size_of_val(b.as_slice()))
     }
@@ -168,7 +184,9 @@ struct Part {
 /// stored tensors of equal width stacked on top of each other.
 #[derive(Debug, Clone)]
 pub struct Matrix {
+    /// Rows (output features).
     pub rows: usize,
+    /// Columns (input features), the length of a row.
     pub cols: usize,
     parts: Vec<Part>,
     /// How products with this matrix are computed ([`super::ops::linear`]).

@@ -17,17 +17,22 @@ use pre::Split;
 use std::collections::HashMap;
 use std::ops::Range;
 
+/// Why a tokenizer could not be loaded or could not encode.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
+    /// Reading the GGUF file failed.
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    /// Reading a Hugging Face folder's tokenizer files failed.
     #[error(transparent)]
     Hf(#[from] crate::hf::HfError),
     /// A tokenizer type (model or pre-tokenizer) pstat cannot reproduce exactly.
     #[error("{0}")]
     Unsupported(String),
+    /// The tokenizer metadata is missing or inconsistent (the field says how).
     #[error("tokenizer metadata: {0}")]
     Metadata(String),
+    /// Text could not be encoded (the field says why).
     #[error("encoding failed: {0}")]
     Encode(String),
 }
@@ -232,6 +237,8 @@ impl PreTokenizer {
     }
 }
 
+/// A model's tokenizer (from a GGUF file or a Hugging Face folder), giving llama.cpp's token
+/// ids.
 pub struct Tokenizer {
     vocab: Vocab,
     algorithm: Algorithm,
@@ -542,14 +549,19 @@ impl Tokenizer {
         self.vocab.id(text)
     }
 
+    /// How many tokens the vocabulary holds.
     pub fn vocab_size(&self) -> usize {
         self.vocab.tokens.len()
     }
 
+    /// The beginning-of-sequence token (the file's, else llama.cpp's default); `None` when
+    /// neither is inside the vocabulary.
     pub fn bos_id(&self) -> Option<u32> {
         self.bos
     }
 
+    /// The end-of-sequence token (the file's, else llama.cpp's default); `None` when
+    /// neither is inside the vocabulary.
     pub fn eos_id(&self) -> Option<u32> {
         self.eos
     }
