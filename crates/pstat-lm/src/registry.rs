@@ -833,7 +833,8 @@ mod tests {
 pub struct ModelInfo {
     /// Registry name, or the path given.
     pub name: String,
-    /// Model family (SmolLM, Gemma, ...), from the registry, Table A3 or the model's name.
+    /// Model family (SmolLM, Gemma, ...), from the registry, Table A3 or the model's name and
+    /// path.
     pub family: String,
     /// GGUF `general.architecture` (a Hugging Face folder: that of its conversion).
     pub arch: String,

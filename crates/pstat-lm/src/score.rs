@@ -23,7 +23,7 @@ pub struct OptionPrompt {
     /// The answer options, at least two; each is scored as the next token.
     pub options: Vec<String>,
     /// Render the prompt as the only user turn of the model's chat template (default false:
-    /// the plain text after BOS).
+    /// the plain text, with the tokenizer's usual special tokens).
     #[serde(default)]
     pub chat: bool,
     /// Text the answer starts with (the open assistant turn when `chat`); default empty.

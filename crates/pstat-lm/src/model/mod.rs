@@ -42,10 +42,10 @@ pub enum ModelError {
     /// Reading a tensor from its source failed.
     #[error(transparent)]
     Source(#[from] SourceError),
-    /// A tensor has the wrong shape or an unsupported type.
+    /// A tensor has the wrong shape or cannot be dequantized.
     #[error("{path}: tensor `{name}`: {detail}")]
     Tensor {
-        /// Where the tensor comes from (file, or file and source name).
+        /// The file that holds (or should hold) the tensor.
         path: String,
         /// The tensor's GGUF name.
         name: String,
