@@ -234,8 +234,18 @@ fn every_behavioral_unit_keeps_its_first_prompt() {
 fn probe_beliefs(
     unit: &std::path::Path,
 ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, bool>> {
-    let record: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(unit.join("unit.json")).unwrap()).unwrap();
+    record_beliefs(&unit.join("unit.json"))
+}
+
+/// Beliefs (id → judged True) per judgment key of a unit record that holds `judgments` (a
+/// probe unit: per condition; a contextual unit: per `<probe>@<layer>`).
+fn record_beliefs(
+    path: &std::path::Path,
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, bool>> {
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap();
     record["record"]["judgments"]
         .as_object()
         .unwrap()
@@ -428,6 +438,8 @@ fn agreement_between_instantiations_matches_a_hand_computation() {
     let sawmil = probe_beliefs(&cell.join("representational/sawmil/layer_01"));
     let plain = cell.join("behavioral/plain");
     let prompt_base = prompt_beliefs(&plain.join("baseline_empty.jsonl"));
+    let contextual = cell.join("contextual");
+    let context_base = record_beliefs(&contextual.join("baseline_empty.json"))["sawmil@1"].clone();
     let table = std::fs::read_to_string(out.join("agreement.csv")).unwrap();
     let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
@@ -443,63 +455,79 @@ fn agreement_between_instantiations_matches_a_hand_computation() {
         "fictional_t",
         "noise",
     ];
-    assert_eq!(rows.len(), conditions.len(), "{table}");
+    let pairs = [
+        ("representational", "behavioral"),
+        ("representational", "contextual"),
+        ("behavioral", "contextual"),
+    ];
+    assert_eq!(rows.len(), conditions.len() * pairs.len(), "{table}");
+    // Held-out True statements: those the prompt asked.
+    let held_out: Vec<&String> = prompt_base.keys().collect();
     let mut some_retracted = false;
     for condition in conditions {
-        let row = rows
-            .iter()
-            .find(|r| r[col("condition")] == condition)
-            .unwrap_or_else(|| panic!("no row for {condition}: {table}"));
-        assert_eq!(
-            (row[col("a")], row[col("b")]),
-            ("representational", "behavioral")
-        );
-        let prompt = prompt_beliefs(&plain.join(format!("k3/{condition}.main.jsonl")));
-        // Held-out True statements: those the prompt asked.
-        let held_out: Vec<&String> = prompt_base.keys().collect();
-        let retracted = |base: &std::collections::BTreeMap<String, bool>,
-                         perturbed: &std::collections::BTreeMap<String, bool>,
-                         id: &String| base[id] && !perturbed[id];
-        let a: Vec<bool> = held_out
-            .iter()
-            .map(|id| retracted(&sawmil["baseline"], &sawmil[condition], id))
-            .collect();
-        let b: Vec<bool> = held_out
-            .iter()
-            .map(|id| retracted(&prompt_base, &prompt, id))
-            .collect();
-        let n = held_out.len() as f64;
-        let count =
-            |f: &dyn Fn(bool, bool) -> bool| a.iter().zip(&b).filter(|(x, y)| f(**x, **y)).count();
-        let (both, only_a, only_b) = (
-            count(&|x, y| x && y),
-            count(&|x, y| x && !y),
-            count(&|x, y| !x && y),
-        );
-        let neither = held_out.len() - both - only_a - only_b;
-        some_retracted |= both + only_a + only_b > 0;
-        let number = |name: &str| row[col(name)].parse::<f64>().ok();
-        assert_eq!(number("n"), Some(n), "{condition}");
-        assert_eq!(number("retracted_a"), Some((both + only_a) as f64));
-        assert_eq!(number("retracted_b"), Some((both + only_b) as f64));
-        assert_eq!(number("retracted_both"), Some(both as f64));
-        let union = both + only_a + only_b;
-        let jaccard = (union > 0).then(|| both as f64 / union as f64);
-        let close = |x: Option<f64>, y: Option<f64>| match (x, y) {
-            (Some(x), Some(y)) => (x - y).abs() < 1e-12,
-            (x, y) => x == y,
+        // Per instantiation, whether it retracts each held-out statement, from its unit files.
+        let retracted = |instantiation: &str| -> Vec<bool> {
+            let (base, perturbed) = match instantiation {
+                "representational" => (sawmil["baseline"].clone(), sawmil[condition].clone()),
+                "behavioral" => (
+                    prompt_base.clone(),
+                    prompt_beliefs(&plain.join(format!("k3/{condition}.main.jsonl"))),
+                ),
+                _ => (
+                    context_base.clone(),
+                    record_beliefs(&contextual.join(format!("k3/{condition}.json")))["sawmil@1"]
+                        .clone(),
+                ),
+            };
+            held_out
+                .iter()
+                .map(|id| base[*id] && !perturbed[*id])
+                .collect()
         };
-        assert!(close(number("jaccard"), jaccard), "{condition}: {row:?}");
-        let (pa, pb) = ((both + only_a) as f64 / n, (both + only_b) as f64 / n);
-        let chance = pa * pb + (1.0 - pa) * (1.0 - pb);
-        let observed = (both + neither) as f64 / n;
-        let kappa = (chance < 1.0).then(|| (observed - chance) / (1.0 - chance));
-        assert!(close(number("kappa"), kappa), "{condition}: {row:?}");
-        let listed: Vec<&str> = row[col("retracted_by_both")]
-            .split(';')
-            .filter(|s| !s.is_empty())
-            .collect();
-        assert_eq!(listed.len(), both, "{condition}");
+        for (a_name, b_name) in pairs {
+            let row = rows
+                .iter()
+                .find(|r| {
+                    r[col("condition")] == condition
+                        && r[col("a")] == a_name
+                        && r[col("b")] == b_name
+                })
+                .unwrap_or_else(|| panic!("no row for {condition} {a_name}/{b_name}: {table}"));
+            let (a, b) = (retracted(a_name), retracted(b_name));
+            let n = held_out.len() as f64;
+            let count = |f: &dyn Fn(bool, bool) -> bool| {
+                a.iter().zip(&b).filter(|(x, y)| f(**x, **y)).count()
+            };
+            let (both, only_a, only_b) = (
+                count(&|x, y| x && y),
+                count(&|x, y| x && !y),
+                count(&|x, y| !x && y),
+            );
+            let neither = held_out.len() - both - only_a - only_b;
+            some_retracted |= both + only_a + only_b > 0;
+            let number = |name: &str| row[col(name)].parse::<f64>().ok();
+            assert_eq!(number("n"), Some(n), "{condition}");
+            assert_eq!(number("retracted_a"), Some((both + only_a) as f64));
+            assert_eq!(number("retracted_b"), Some((both + only_b) as f64));
+            assert_eq!(number("retracted_both"), Some(both as f64));
+            let union = both + only_a + only_b;
+            let jaccard = (union > 0).then(|| both as f64 / union as f64);
+            let close = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) => (x - y).abs() < 1e-12,
+                (x, y) => x == y,
+            };
+            assert!(close(number("jaccard"), jaccard), "{condition}: {row:?}");
+            let (pa, pb) = ((both + only_a) as f64 / n, (both + only_b) as f64 / n);
+            let chance = pa * pb + (1.0 - pa) * (1.0 - pb);
+            let observed = (both + neither) as f64 / n;
+            let kappa = (chance < 1.0).then(|| (observed - chance) / (1.0 - chance));
+            assert!(close(number("kappa"), kappa), "{condition}: {row:?}");
+            let listed: Vec<&str> = row[col("retracted_by_both")]
+                .split(';')
+                .filter(|s| !s.is_empty())
+                .collect();
+            assert_eq!(listed.len(), both, "{condition}");
+        }
     }
     assert!(some_retracted, "the fixture retracts nothing: {table}");
 }

@@ -113,6 +113,22 @@ pub mod authors {
     }
 }
 
+/// The belief context as the text before a statement: `protocol`'s context lines (the
+/// authors' introduced by their opening line), each ending with a newline; empty for an empty
+/// context. What the prompt puts before its question, and what the contextual stage puts
+/// before each statement.
+pub fn context_block(protocol: Protocol, context: &[&str]) -> String {
+    if context.is_empty() {
+        return String::new();
+    }
+    let mut lines: Vec<&str> = Vec::new();
+    if protocol == Protocol::Authors {
+        lines.push(authors::CONTEXT_INTRO);
+    }
+    lines.extend(context);
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
 /// The user turn: context lines, the question, the statement and the three options, joined by
 /// single newlines (no trailing newline).
 pub fn user_turn(context: &[&str], statement: &str) -> String {
@@ -155,6 +171,24 @@ mod tests {
         let turn = user_turn(&[], "S.");
         assert!(turn.starts_with("Is the following statement correct?\nS.\na. "));
         assert!(turn.ends_with("neither true nor false."));
+    }
+
+    #[test]
+    fn the_context_block_is_what_the_prompt_puts_before_its_question() {
+        let context = ["A.", "B."];
+        for protocol in [Protocol::Paper, Protocol::Authors] {
+            let block = context_block(protocol, &context);
+            let prompt = match protocol {
+                Protocol::Paper => user_turn(&context, "S."),
+                Protocol::Authors => authors::user_turn(&context, "S."),
+            };
+            assert!(
+                prompt.starts_with(&format!("{block}{QUESTION}\n")),
+                "{prompt}"
+            );
+            assert!(block.ends_with("B.\n"));
+        }
+        assert_eq!(context_block(Protocol::Paper, &[]), "");
     }
 
     #[test]

@@ -255,6 +255,10 @@ fn stability_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, Repo
         stability_figure(data, layers, StabilityFigure::Expansions),
         &mut stability,
     )?;
+    out.render(
+        stability_figure(data, layers, StabilityFigure::Contextual),
+        &mut stability,
+    )?;
     for (id, name, selection, instantiation) in [
         (
             "table_counts_behavioral",
@@ -297,6 +301,9 @@ fn stability_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, Repo
     }
     if let Some(rows) = data.agreement.as_ref().filter(|rows| !rows.is_empty()) {
         stability.tables.push(tables::agreement_table(rows, titles));
+        stability
+            .tables
+            .extend(tables::retracted_by_all_table(rows, titles));
     }
     Ok(stability)
 }

@@ -271,6 +271,29 @@ pub fn representational<'a>(
     Selection { rows, description }
 }
 
+/// Contextual rows of `probe` (beyond the paper): the baseline probe at each (model,
+/// domain)'s veracity layer reading the statements after the main K's contexts, against the
+/// empty-context baseline.
+pub fn contextual<'a>(data: &'a RunData, layers: &VeracityLayers, probe: Probe) -> Selection<'a> {
+    let rows: Vec<&StabilityRow> = point_rows(data)
+        .filter(|r| r.instantiation == Instantiation::Contextual && r.probe == probe)
+        .filter(|r| is_empty_baseline(r))
+        .filter(|r| r.layer.is_some() && r.layer == layers.get(&r.model, &r.domain))
+        .collect();
+    let main_k = pstat_tables::main_k(rows.iter().filter_map(|r| r.k));
+    let rows: Vec<&StabilityRow> = rows.into_iter().filter(|r| r.k == main_k).collect();
+    let probe_name = match probe {
+        Probe::Sawmil => "sAwMIL",
+        Probe::MassMean => "Mass-Mean",
+        Probe::Prompt => "prompt",
+    };
+    let description = format!(
+        "the baseline {probe_name} probe at the veracity layer reading each statement after the belief context of K = {} statements, against the statement without context",
+        main_k.map_or("?".to_string(), |k| k.to_string())
+    );
+    Selection { rows, description }
+}
+
 /// Behavioral rows per (K, baseline) variant, labelled for Fig. A5.
 pub fn behavioral_variants(data: &RunData) -> Vec<(String, &StabilityRow)> {
     let mut out: Vec<((usize, bool), String, &StabilityRow)> =

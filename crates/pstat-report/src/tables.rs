@@ -12,6 +12,7 @@ use crate::names::{
 };
 use pstat_stability::StabilityRow;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
@@ -226,11 +227,12 @@ pub fn agreement_table(rows: &[pstat_tables::AgreementRow], titles: &ConditionTi
     Table {
         id: "table_agreement".into(),
         title: "Agreement between instantiations".into(),
-        caption: "Beyond the paper: of the held-out True statements, how many each instantiation retracts (sAwMIL at the veracity \
-                  layer; the prompt at the main K against the empty baseline) and how many both do, with the Jaccard overlap of \
-                  the two retraction sets and Cohen's κ of the two \"retracted\" indicators, each with a 95% bootstrap interval \
-                  (agreement.csv, which lists the statements both retract). κ near 0: the two instantiations retract different \
-                  statements, whatever their rates."
+        caption: "Beyond the paper: of the held-out True statements, how many each instantiation retracts (representational: \
+                  sAwMIL retrained at the veracity layer; behavioral: the prompt at the main K against the empty baseline; \
+                  contextual: the baseline sAwMIL probe at the veracity layer after the main K's context, against no context) \
+                  and how many both do, with the Jaccard overlap of the two retraction sets and Cohen's κ of the two \
+                  \"retracted\" indicators, each with a 95% bootstrap interval (agreement.csv, which lists the statements both \
+                  retract). κ near 0: the two instantiations retract different statements, whatever their rates."
             .into(),
         header: [
             "Domain",
@@ -249,6 +251,94 @@ pub fn agreement_table(rows: &[pstat_tables::AgreementRow], titles: &ConditionTi
         rows: body,
         numeric_from: 4,
     }
+}
+
+/// Beyond the paper: the statements every instantiation retracts under one Θ (the
+/// intersection of `agreement.csv`'s pairs), per domain, condition and model; `None` when no
+/// (model, domain, Θ) has all three instantiations.
+pub fn retracted_by_all_table(
+    rows: &[pstat_tables::AgreementRow],
+    titles: &ConditionTitles,
+) -> Option<Table> {
+    use pstat_tables::Instantiation::{Behavioral, Contextual, Representational};
+    type Cell<'a> = (&'a str, &'a str, &'a str);
+    let mut pairs: BTreeMap<Cell, Vec<&pstat_tables::AgreementRow>> = BTreeMap::new();
+    for r in rows {
+        pairs
+            .entry((r.domain.as_str(), r.condition.as_str(), r.model.as_str()))
+            .or_default()
+            .push(r);
+    }
+    let mut cells: Vec<(Cell, Vec<String>)> = Vec::new();
+    for (cell, found) in pairs {
+        let both = |a, b| {
+            found.iter().find(|r| r.a == a && r.b == b).map(|r| {
+                r.retracted_by_both
+                    .split(';')
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let (Some(rb), Some(rc)) = (
+            both(Representational, Behavioral),
+            both(Representational, Contextual),
+        ) else {
+            continue;
+        };
+        let all: Vec<String> = rb
+            .iter()
+            .filter(|id| rc.contains(id))
+            .map(|id| id.to_string())
+            .collect();
+        cells.push((cell, all));
+    }
+    if cells.is_empty() {
+        return None;
+    }
+    cells.sort_by(|(a, _), (b, _)| {
+        domain_order(a.0, b.0)
+            .then_with(|| condition_order(a.1, b.1))
+            .then_with(|| a.2.cmp(b.2))
+    });
+    const SHOWN: usize = 8;
+    let body = cells
+        .into_iter()
+        .map(|((domain, condition, model), all)| {
+            let mut listed = all
+                .iter()
+                .take(SHOWN)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            if all.len() > SHOWN {
+                listed.push_str(&format!(", … ({} more)", all.len() - SHOWN));
+            }
+            vec![
+                domain_title(domain),
+                titles.title(condition),
+                model.to_string(),
+                all.len().to_string(),
+                if listed.is_empty() {
+                    "–".into()
+                } else {
+                    listed
+                },
+            ]
+        })
+        .collect();
+    Some(Table {
+        id: "table_retracted_by_all".into(),
+        title: "Retracted by all three instantiations".into(),
+        caption: "Beyond the paper: the held-out True statements that the representational, behavioral and contextual \
+                  instantiations of one Θ all retract (their main configurations, as in the agreement table), by statement id \
+                  (the first few listed; agreement.csv lists every pair's)."
+            .into(),
+        header: ["Domain", "Condition", "Model", "Statements", "Ids"]
+            .map(String::from)
+            .to_vec(),
+        rows: body,
+        numeric_from: 3,
+    })
 }
 
 /// A value per (model, domain, kind) with its interval.

@@ -8,8 +8,11 @@ use pstat_stability::{Bootstrap, compare, retracted_by_all, retraction_agreement
 use pstat_tables::{AgreementRow, Instantiation};
 
 /// The pairs of instantiations compared, in table order.
-const PAIRS: [(Instantiation, Instantiation); 1] =
-    [(Instantiation::Representational, Instantiation::Behavioral)];
+const PAIRS: [(Instantiation, Instantiation); 3] = [
+    (Instantiation::Representational, Instantiation::Behavioral),
+    (Instantiation::Representational, Instantiation::Contextual),
+    (Instantiation::Behavioral, Instantiation::Contextual),
+];
 
 /// The rows of `agreement.csv` for `cell`: one per compared pair and condition both judged.
 pub(crate) fn agreement_rows(

@@ -119,16 +119,27 @@ pub(crate) fn study_spec(
         model: model.to_string(),
         domain,
         format,
-        context: ContextSpec {
-            k,
-            baseline,
-            seed: study.seed_for(&format!("contexts:{domain}")),
-            allow_fewer: cfg.allow_fewer,
-            protocol: study.config.protocol,
-        },
+        context: context_spec(study, domain, k, baseline),
         resamples: cfg.resamples,
         shuffle_control: cfg.shuffle_control,
         dir: crate::stage::stage_dir(&study.out, model, domain, "behavioral"),
+    }
+}
+
+/// How the belief contexts of `domain` at `k` under `baseline` are drawn: the behavioral
+/// stage's prompts and the contextual stage's hidden states read the same draws.
+pub(crate) fn context_spec(
+    study: &Study,
+    domain: Domain,
+    k: usize,
+    baseline: Baseline,
+) -> ContextSpec {
+    ContextSpec {
+        k,
+        baseline,
+        seed: study.seed_for(&format!("contexts:{domain}")),
+        allow_fewer: study.config.behavioral.allow_fewer,
+        protocol: study.config.protocol,
     }
 }
 

@@ -41,6 +41,11 @@ pub struct RunConfig {
     pub representational: Representational,
     /// `[behavioral]`: belief-context prompts.
     pub behavioral: Behavioral,
+    /// `[contextual]`: the baseline probes on hidden states after each Θ's belief context
+    /// (beyond the paper). Written to the config (and so to its hash) only when changed, so
+    /// run folders made before the stage existed continue with it.
+    #[serde(skip_serializing_if = "is_default")]
+    pub contextual: Contextual,
     /// `[familiarity]`: object-token probabilities and distances.
     pub familiarity: Familiarity,
     /// `[clustering]`: the retraction clustering.
@@ -269,6 +274,23 @@ fn is_default_concurrency(concurrency: &usize) -> bool {
     *concurrency == ServerConfig::default().concurrency
 }
 
+/// `[contextual]`: the third instantiation (beyond the paper). The held-out True statements
+/// are read after the behavioral stage's belief contexts (its K values, baselines and main
+/// draws) and judged by the representational stage's baseline probes at their layers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Contextual {
+    /// Whether the stage runs (where the representational and behavioral stages do: it reads
+    /// the probes of one and the contexts of the other).
+    pub enabled: bool,
+}
+
+impl Default for Contextual {
+    fn default() -> Self {
+        Contextual { enabled: true }
+    }
+}
+
 /// `[familiarity]`: the samples of the familiarity analyses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -426,6 +448,7 @@ impl Default for RunConfig {
             train_limit: None,
             representational: Representational::default(),
             behavioral: Behavioral::default(),
+            contextual: Contextual::default(),
             familiarity: Familiarity::default(),
             clustering: Clustering::default(),
             condition: Vec::new(),
@@ -542,6 +565,7 @@ impl RunConfig {
         c.domains = vec![domain];
         c.representational.enabled = false;
         c.behavioral.enabled = false;
+        c.contextual.enabled = false;
         c.familiarity.enabled = false;
         c.clustering.enabled = false;
         Ok(c)
@@ -702,9 +726,10 @@ impl RunConfig {
 }
 
 /// The sections of a run config that are stages, each with an `enabled` switch.
-const STAGE_SECTIONS: [&str; 4] = [
+const STAGE_SECTIONS: [&str; 5] = [
     "representational",
     "behavioral",
+    "contextual",
     "familiarity",
     "clustering",
 ];

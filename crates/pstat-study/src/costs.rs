@@ -28,6 +28,10 @@ pub struct ModelCosts {
     pub prompt_s: f64,
     /// ... plus this per context statement.
     pub prompt_per_k_s: f64,
+    /// One held-out statement's hidden states after an empty context (contextual stage) ...
+    pub context_s: f64,
+    /// ... plus this per context statement.
+    pub context_per_k_s: f64,
     /// One sAwMIL fit at a fixed C, per 1000 training bags.
     pub sawmil_fit_s_per_1000_bags: f64,
     /// Fits' worth of time a 3-fold CV search for C costs.
@@ -44,6 +48,9 @@ impl ModelCosts {
         match (key.kind, work) {
             (UnitKind::ObjectTokens, Work::Statements(n)) => n as f64 * self.object_tokens_s,
             (_, Work::Statements(n)) => n as f64 * self.forward_s,
+            (UnitKind::Context, Work::Prompts { statements, k }) => {
+                statements as f64 * (self.context_s + k as f64 * self.context_per_k_s)
+            }
             (_, Work::Prompts { statements, k }) => {
                 statements as f64 * (self.prompt_s + k as f64 * self.prompt_per_k_s)
             }
@@ -70,6 +77,8 @@ impl ModelCosts {
             object_tokens_s: self.object_tokens_s * ratio,
             prompt_s: self.prompt_s * ratio,
             prompt_per_k_s: self.prompt_per_k_s * ratio,
+            context_s: self.context_s * ratio,
+            context_per_k_s: self.context_per_k_s * ratio,
             ..self
         }
     }
@@ -386,6 +395,7 @@ mod tests {
                 "representational"
             }
             UnitKind::Prompt => "behavioral",
+            UnitKind::Context => "contextual",
             UnitKind::ObjectTokens => "familiarity",
             UnitKind::Clustering => "retraction",
         };

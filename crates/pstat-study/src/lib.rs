@@ -14,6 +14,7 @@ pub mod behavioral;
 pub mod clustering;
 pub mod comparisons;
 pub mod config;
+pub mod contextual;
 pub mod costs;
 pub mod familiarity;
 mod io;

@@ -302,9 +302,9 @@ mod tests {
         let texts: std::collections::BTreeSet<String> =
             keys.iter().map(|k| k.canonical()).collect();
         assert_eq!(texts.len(), keys.len(), "keys are distinct");
-        // 10 probe units, 1 empty baseline + 1 True baseline + 5 perturbations per format, 1
-        // familiarity sample.
-        assert_eq!(keys.len(), 10 + 2 * 7 + 1);
+        // 10 probe units, 1 empty baseline + 1 True baseline + 5 perturbations per format, as
+        // many contexts read by the baseline probes, 1 familiarity sample.
+        assert_eq!(keys.len(), 10 + 2 * 7 + 7 + 1);
         let shards: Vec<Shard> = (0..3).map(|index| Shard { index, count: 3 }).collect();
         let mut per_shard = [0usize; 3];
         for key in &keys {

@@ -118,11 +118,12 @@ impl Scope {
 
     /// Whether this process's plan lists `key`: a shard plans its own units and the
     /// prerequisites of its cells (computed by whichever shard needs them first), never the
-    /// clustering, which only an assembling run computes.
+    /// clustering or the contextual units, which read every probe unit of their cell and so
+    /// are computed where the run is assembled.
     pub fn plans(&self, key: &UnitKey) -> bool {
         match key.kind {
             UnitKind::LayerSelection | UnitKind::Activations => true,
-            UnitKind::Clustering => self.assembles(),
+            UnitKind::Clustering | UnitKind::Context => self.assembles(),
             UnitKind::Probe | UnitKind::Prompt | UnitKind::ObjectTokens => self.covers(key),
         }
     }

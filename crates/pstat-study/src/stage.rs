@@ -91,7 +91,8 @@ impl Retractions {
             && Some(&format) == formats.first()
     }
 
-    /// Adds the statements `perturbed` retracts from `baseline` under `condition`.
+    /// Adds the statements `perturbed` retracts from `baseline` under `condition`: to the
+    /// clustering's input and to the agreement's.
     pub fn add(
         &mut self,
         instantiation: pstat_tables::Instantiation,
@@ -99,9 +100,8 @@ impl Retractions {
         baseline: &Judgments,
         perturbed: &Judgments,
     ) {
+        self.record(instantiation, condition, baseline, perturbed);
         let label = format!("{instantiation}:{condition}");
-        self.judged
-            .insert(label.clone(), (baseline.clone(), perturbed.clone()));
         for (id, believed) in baseline {
             if *believed {
                 self.believed_at_baseline.insert(id.clone());
@@ -113,6 +113,23 @@ impl Retractions {
                 }
             }
         }
+    }
+}
+
+impl Retractions {
+    /// Keeps the judgments of `instantiation` under `condition` for the agreement between
+    /// instantiations only: the clustering's input stays Appendix I's.
+    pub fn record(
+        &mut self,
+        instantiation: pstat_tables::Instantiation,
+        condition: &str,
+        baseline: &Judgments,
+        perturbed: &Judgments,
+    ) {
+        self.judged.insert(
+            format!("{instantiation}:{condition}"),
+            (baseline.clone(), perturbed.clone()),
+        );
     }
 }
 

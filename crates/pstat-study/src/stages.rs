@@ -3,9 +3,16 @@
 
 use crate::behavioral::Behavioral;
 use crate::clustering::Clustering;
+use crate::contextual::Contextual;
 use crate::familiarity::Familiarity;
 use crate::representational::Representational;
 use crate::stage::Stage;
 
 /// The stages in the order a run executes them.
-pub const STAGES: [&dyn Stage; 4] = [&Representational, &Behavioral, &Familiarity, &Clustering];
+pub const STAGES: [&dyn Stage; 5] = [
+    &Representational,
+    &Behavioral,
+    &Contextual,
+    &Familiarity,
+    &Clustering,
+];

@@ -23,6 +23,9 @@ pub enum UnitKind {
     Probe,
     /// The held-out True statements judged under one Θ's belief context (one draw).
     Prompt,
+    /// The held-out True statements' hidden states after one Θ's belief context, judged by
+    /// the baseline probes.
+    Context,
     /// Object-token probabilities of the familiarity sample.
     ObjectTokens,
     /// The clustering of one cell's retracted statements.
@@ -37,6 +40,7 @@ impl UnitKind {
             UnitKind::Activations => "activations",
             UnitKind::Probe => "probe",
             UnitKind::Prompt => "prompt",
+            UnitKind::Context => "context",
             UnitKind::ObjectTokens => "object_tokens",
             UnitKind::Clustering => "clustering",
         }
@@ -49,6 +53,7 @@ impl UnitKind {
                 "representational"
             }
             UnitKind::Prompt => "behavioral",
+            UnitKind::Context => "contextual",
             UnitKind::ObjectTokens => "familiarity",
             UnitKind::Clustering => "retraction clustering",
         }
@@ -181,6 +186,27 @@ impl UnitKey {
             format: Some(spec.format),
             draw: Some(draw.name()),
             ..UnitKey::new(&spec.model, spec.domain, UnitKind::Prompt)
+        }
+    }
+}
+
+impl UnitKey {
+    /// A contextual unit: the held-out statements after `condition`'s main-draw context at
+    /// `k` (`None`: the empty baseline, which every K shares); `baseline` only on a baseline
+    /// unit, as for a behavioral one.
+    pub fn context(
+        model: &str,
+        domain: Domain,
+        condition: &pstat_data::Condition,
+        k: Option<usize>,
+        baseline: Baseline,
+    ) -> Self {
+        UnitKey {
+            condition: Some(condition.name.clone()),
+            k,
+            baseline: condition.is_baseline().then_some(baseline),
+            draw: Some(pstat_prompt::Draw::Main.name()),
+            ..UnitKey::new(model, domain, UnitKind::Context)
         }
     }
 }

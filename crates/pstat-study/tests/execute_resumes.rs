@@ -163,6 +163,8 @@ fn an_interrupted_run_resumes_to_the_same_bytes() {
         "distances.csv",
         "layers.json",
         "decisions.json",
+        "agreement.csv",
+        "tiny-llama/city_locations/contextual/baseline_empty.json",
         "clusters/tiny-llama/city_locations/result.json",
         "report.html",
     ] {
@@ -173,6 +175,8 @@ fn an_interrupted_run_resumes_to_the_same_bytes() {
         "representational,sawmil",
         "representational,mass_mean",
         "behavioral,prompt",
+        "contextual,sawmil",
+        "contextual,mass_mean",
         "synthetic_all",
     ] {
         assert!(stability.contains(needle), "no {needle} rows:\n{stability}");
@@ -193,6 +197,8 @@ fn an_interrupted_run_resumes_to_the_same_bytes() {
         ("representational", 4),
         ("behavioral", 1),
         ("behavioral", 9),
+        ("contextual", 1),
+        ("contextual", 5),
         ("familiarity", 1),
     ] {
         assert!(!run(&config, &resumed, Some(at)), "never reached {at:?}");

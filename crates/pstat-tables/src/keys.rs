@@ -65,6 +65,9 @@ key_enum!(
     Instantiation, "instantiation", {
         /// The model's answer to the prompt, with Θ as its belief context.
         Behavioral = "behavioral",
+        /// The baseline probe (trained without context) reading the hidden states of each
+        /// statement after Θ's belief context (beyond the paper).
+        Contextual = "contextual",
         /// A probe retrained on hidden states with Θ's labels.
         Representational = "representational",
     }

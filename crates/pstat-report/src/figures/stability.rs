@@ -7,8 +7,8 @@ use crate::inputs::RunData;
 use crate::names::{ConditionTitles, condition_order, domain_order, domain_title, sorted_unique};
 use crate::select::{
     BEHAVIORAL, Measure, REPRESENTATIONAL, VeracityLayers, across_models, behavioral_main,
-    behavioral_variants, floor_dot, median, noise_floor, offset_label, representational,
-    sawmil_layer_offsets,
+    behavioral_variants, contextual, floor_dot, median, noise_floor, offset_label,
+    representational, sawmil_layer_offsets,
 };
 use pstat_stability::StabilityRow;
 use pstat_tables::Probe;
@@ -26,6 +26,8 @@ pub enum StabilityFigure {
     ContextSize,
     /// Fig. A7: Mass-Mean retraction rates.
     MassMean,
+    /// Beyond the paper: the baseline probes' retraction rates after the belief contexts.
+    Contextual,
 }
 
 /// Rows tagged with the group (legend entry) they belong to.
@@ -65,6 +67,7 @@ pub fn stability_figure(
         StabilityFigure::MassMean => mass_mean_layout(data, layers),
         StabilityFigure::Layers => layers_layout(data, layers),
         StabilityFigure::ContextSize => context_size_layout(data),
+        StabilityFigure::Contextual => contextual_layout(data, layers),
     };
     draw(data, layout)
 }
@@ -134,6 +137,39 @@ fn mass_mean_layout<'a>(data: &'a RunData, layers: &VeracityLayers) -> Layout<'a
             rows: by_model(mass_mean.rows),
             floor,
         }],
+        caption,
+    }
+}
+
+/// Beyond the paper, beside Fig. 3: the contextual instantiation's retraction rates, one
+/// panel row per probe, one dot per model.
+fn contextual_layout<'a>(data: &'a RunData, layers: &VeracityLayers) -> Layout<'a> {
+    let sawmil = contextual(data, layers, Probe::Sawmil);
+    let mass_mean = contextual(data, layers, Probe::MassMean);
+    let caption = format!(
+        "Beyond the paper: retraction rate per condition when {} (and the same for Mass-Mean); one dot per model with its 95% bootstrap \
+         interval, the black bar is the median across models; panels of one row share their axis. The probes are not retrained: \
+         a retraction here is a statement whose hidden states moved across the baseline probe's boundary because Θ's belief \
+         context was in the input.",
+        sawmil.description
+    );
+    Layout {
+        id: "fig3c_contextual",
+        title: "Beside Fig. 3 — Retraction rates with the belief context in the input (contextual)",
+        measure: Measure::Retraction,
+        per_model: true,
+        panel_rows: vec![
+            PanelRow {
+                name: "contextual (sAwMIL)",
+                rows: by_model(sawmil.rows),
+                floor: Vec::new(),
+            },
+            PanelRow {
+                name: "contextual (Mass-Mean)",
+                rows: by_model(mass_mean.rows),
+                floor: Vec::new(),
+            },
+        ],
         caption,
     }
 }
