@@ -1,6 +1,8 @@
 //! An activation extraction interrupted after some blocks resumes from its finished blocks
 //! (a damaged one is moved aside and recomputed) and writes the very bytes of an extraction
-//! that ran in one piece, which holds the numbers of one pass of `pstat_lm::extract`.
+//! that ran in one piece, which holds the numbers of one pass of `pstat_lm::extract`: on the
+//! tiny Llama (plain input) and on the tiny Qwen2 of `$PSTAT_TINY_MODELS` (chat input, whose
+//! shared prefix every block reuses).
 
 mod tiny_llama;
 
@@ -77,25 +79,60 @@ fn use_home(home: &Path) {
 #[test]
 fn an_interrupted_extraction_resumes_from_its_finished_blocks_to_the_same_bytes() {
     let Some(vocab) = vocabulary() else { return };
+    // A stop is not a failure: its panic message would only clutter the output.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !info.payload().is::<Stop>() {
+            report(info);
+        }
+    }));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny-llama.gguf");
     write_tiny_llama(&vocab, &path);
+    // Plain input: every statement starts with BOS alone, no prefix is shared.
+    resumes_to_the_same_bytes(&path, &dir.path().join("llama"), false);
+    // Qwen2's chat template: the statements share a long prefix, run once for all blocks.
+    let Some(models) = std::env::var_os("PSTAT_TINY_MODELS")
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir())
+        .or_else(|| {
+            pstat_testkit::missing(
+                "PSTAT_TINY_MODELS must name the folder `tools/fixtures/tiny_models.py build` wrote (scripts/test builds it)",
+            )
+        })
+    else {
+        return;
+    };
+    let qwen = models.join("tiny-qwen2-f32.gguf");
+    resumes_to_the_same_bytes(&qwen, &dir.path().join("qwen2"), true);
+}
+
+/// Extracts 1000 statements of `model` in one piece, then in blocks of one batch, stopped in
+/// the third block, one partial file damaged, and resumed: the same files and activations,
+/// only the unfinished blocks computed. Caches go under `dir`.
+fn resumes_to_the_same_bytes(path: &Path, dir: &Path, shares_prefix: bool) {
     let model = LoadedModel::load(path.to_str().unwrap(), pstat_lm::Precision::F32).unwrap();
     let data = load_domain(&DataRoot::open(None).unwrap(), Domain::CityLocations).unwrap();
     let ids: Vec<String> = data
         .statements
         .iter()
-        .take(700)
+        .take(1000)
         .map(|s| s.id.clone())
         .collect();
-    let layers = [1, 3];
+    let layers = [1, 2];
     let tokens = model.encode_statements(&data, &ids).unwrap();
+    assert_eq!(
+        pstat_lm::extract::shared_prefix_len(&tokens) >= 4,
+        shares_prefix,
+        "{}",
+        path.display()
+    );
     // Blocks of one statement are single batches: enough of them to stop after two.
     let blocks = pstat_lm::extract::blocks(&tokens, 1);
     assert!(blocks.len() >= 4, "{blocks:?}");
 
     // In one piece (one block), as the cache was written before blocks existed.
-    let home_whole = dir.path().join("home-whole");
+    let home_whole = dir.join("home-whole");
     use_home(&home_whole);
     let mut progress = Recorder::default();
     let whole =
@@ -105,7 +142,7 @@ fn an_interrupted_extraction_resumes_from_its_finished_blocks_to_the_same_bytes(
     let expected = cache_files(&home_whole);
     assert_eq!(
         expected.keys().collect::<Vec<_>>(),
-        ["layer_01.safetensors", "layer_03.safetensors"],
+        ["layer_01.safetensors", "layer_02.safetensors"],
         "only the layer files stay"
     );
     // The cache holds one pass of the extraction, rounded to f16.
@@ -124,14 +161,8 @@ fn an_interrupted_extraction_resumes_from_its_finished_blocks_to_the_same_bytes(
     }
 
     // Interrupted in its third block: the first two are stored, one file per layer.
-    let home = dir.path().join("home-resumed");
+    let home = dir.join("home-resumed");
     use_home(&home);
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !info.payload().is::<Stop>() {
-            report(info);
-        }
-    }));
     let mut progress = Recorder {
         stop_at: Some(3),
         ..Recorder::default()
@@ -149,10 +180,10 @@ fn an_interrupted_extraction_resumes_from_its_finished_blocks_to_the_same_bytes(
     let partial = cache_files(&home);
     assert_eq!(
         partial.keys().cloned().collect::<Vec<_>>(),
-        [part(0, 1), part(0, 3), part(1, 1), part(1, 3)]
+        [part(0, 1), part(0, 2), part(1, 1), part(1, 2)]
     );
-    // The second block's file of layer 3 is damaged on disk.
-    let damaged = &partial[&part(1, 3)];
+    // The second block's file of layer 2 is damaged on disk.
+    let damaged = &partial[&part(1, 2)];
     let mut bytes = std::fs::read(damaged).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x55;
@@ -181,7 +212,7 @@ fn an_interrupted_extraction_resumes_from_its_finished_blocks_to_the_same_bytes(
         "{:?}",
         progress.notes
     );
-    let aside = format!("{}.corrupt", part(1, 3));
+    let aside = format!("{}.corrupt", part(1, 2));
     assert!(
         progress
             .notes
@@ -199,7 +230,7 @@ fn an_interrupted_extraction_resumes_from_its_finished_blocks_to_the_same_bytes(
         got.keys().cloned().collect::<Vec<_>>(),
         [
             "layer_01.safetensors".to_string(),
-            "layer_03.safetensors".to_string(),
+            "layer_02.safetensors".to_string(),
             aside
         ],
         "the partial files are removed, the damaged one kept aside"
