@@ -45,13 +45,15 @@ fn a_dry_run_lists_the_quick_runs_units_without_loading_a_model() {
     ));
     let units = plan["units"].as_array().unwrap();
     // Per domain: layer selection, activations, sAwMIL and Mass-Mean at l+0, the baseline and
-    // five Θ at K = 20, object-token probabilities, clustering.
-    assert_eq!(units.len(), 3 * 12);
-    assert_eq!(plan["units_total"], 36);
+    // five Θ at K = 20 prompted and read by the baseline probes, object-token probabilities,
+    // clustering.
+    assert_eq!(units.len(), 3 * 18);
+    assert_eq!(plan["units_total"], 54);
     assert_eq!(plan["units_stored"], 0);
     let count = |stage: &str| units.iter().filter(|u| u["stage"] == stage).count();
     assert_eq!(count("representational"), 12);
     assert_eq!(count("behavioral"), 18);
+    assert_eq!(count("contextual"), 18);
     assert_eq!(count("familiarity"), 3);
     assert_eq!(count("retraction clustering"), 3);
     let probe = units
@@ -86,11 +88,11 @@ fn a_dry_run_lists_the_quick_runs_units_without_loading_a_model() {
     let text = String::from_utf8(text.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(
-        lines[0].starts_with("plan: 1 model(s) × 3 domain(s), 36 units (36 to compute): representational 12, behavioral 18"),
+        lines[0].starts_with("plan: 1 model(s) × 3 domain(s), 54 units (54 to compute): representational 12, behavioral 18, contextual 18"),
         "{text}"
     );
     assert!(lines[1].starts_with("estimate: about "), "{text}");
-    assert_eq!(lines.len(), 2 + 36);
+    assert_eq!(lines.len(), 2 + 54);
 }
 
 const TINY: &str = r#"
@@ -135,10 +137,10 @@ fn a_run_without_a_terminal_logs_its_plan_and_a_line_per_unit_with_the_run_eta()
     let run = pstat(&args, &home);
     let log = String::from_utf8(run.stderr).unwrap();
     assert!(run.status.success(), "{log}");
-    // Activations, Mass-Mean at the fixed layer, the baseline and five Θ, object-token
-    // probabilities, clustering.
+    // Activations, Mass-Mean at the fixed layer, the baseline and five Θ prompted and read by
+    // the baseline probe, object-token probabilities, clustering.
     assert!(
-        log.contains("plan: 1 model(s) × 1 domain(s), 10 units (10 to compute): representational 2, behavioral 6, familiarity 1, retraction clustering 1"),
+        log.contains("plan: 1 model(s) × 1 domain(s), 16 units (16 to compute): representational 2, behavioral 6, contextual 6, familiarity 1, retraction clustering 1"),
         "{log}"
     );
     assert!(log.contains("] estimate: about "), "{log}");
@@ -168,7 +170,7 @@ fn a_run_without_a_terminal_logs_its_plan_and_a_line_per_unit_with_the_run_eta()
     dry.extend(["--dry-run", "--json"]);
     let plan = json(&pstat(&dry, &home));
     assert_eq!(plan["units"], serde_json::json!([]), "{plan}");
-    assert_eq!(plan["units_stored"], 10);
+    assert_eq!(plan["units_stored"], 16);
     // The run measured its units against the reference costs, for the next plan.
     let paces: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(home.join("costs.json")).unwrap()).unwrap();
