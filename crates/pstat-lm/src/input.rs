@@ -7,6 +7,8 @@ use crate::chat::{ChatError, ChatTemplate, Message};
 use crate::runtime::{LanguageModel, LmError};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 /// Why a statement could not be encoded for a model.
@@ -25,11 +27,33 @@ pub enum InputError {
     Gguf(#[from] crate::gguf::GgufError),
 }
 
+/// A model's tokenizer and, for a chat model, its chat template: read once from the model's
+/// GGUF file or Hugging Face folder and shared by everything that turns text into its tokens
+/// (the statement encoder, the prompt codec).
+pub struct ModelText {
+    /// The model's tokenizer.
+    pub tokenizer: Tokenizer,
+    /// The model's chat template; `None` for a base model.
+    pub chat: Option<ChatTemplate>,
+}
+
+impl ModelText {
+    /// Reads the tokenizer and, when the model has one, the chat template at `path`.
+    pub fn load(path: &Path) -> Result<Self, InputError> {
+        let tokenizer = Tokenizer::load(path)?;
+        let chat = match ChatTemplate::load(path, &tokenizer) {
+            Ok(t) => Some(t),
+            Err(ChatError::NoTemplate(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(ModelText { tokenizer, chat })
+    }
+}
+
 /// Turns statements into a model's input tokens: as the only user turn of its chat template
 /// when it has one, else as BOS followed by the statement.
 pub struct StatementEncoder {
-    tokenizer: Tokenizer,
-    chat: Option<ChatTemplate>,
+    text: Arc<ModelText>,
     signature: String,
 }
 
@@ -37,13 +61,12 @@ impl StatementEncoder {
     /// Chat format when the model (GGUF or Hugging Face folder) has a chat template, plain
     /// otherwise.
     pub fn for_model(lm: &LanguageModel) -> Result<Self, InputError> {
-        let tokenizer = Tokenizer::load(lm.path())?;
-        let chat = match ChatTemplate::load(lm.path(), &tokenizer) {
-            Ok(t) => Some(t),
-            Err(ChatError::NoTemplate(_)) => None,
-            Err(e) => return Err(e.into()),
-        };
-        let signature = match &chat {
+        Self::new(Arc::new(ModelText::load(lm.path())?))
+    }
+
+    /// The encoder over a model's already loaded tokenizer and chat template.
+    pub fn new(text: Arc<ModelText>) -> Result<Self, InputError> {
+        let signature = match &text.chat {
             None => "plain: BOS + statement".to_string(),
             Some(t) => {
                 // The template's rendering of a fixed message identifies it.
@@ -55,31 +78,27 @@ impl StatementEncoder {
                 )
             }
         };
-        Ok(StatementEncoder {
-            tokenizer,
-            chat,
-            signature,
-        })
+        Ok(StatementEncoder { text, signature })
     }
 
     /// The model's tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
-        &self.tokenizer
+        &self.text.tokenizer
     }
 
     /// The model's chat template; `None` for a base model (plain format).
     pub fn chat(&self) -> Option<&ChatTemplate> {
-        self.chat.as_ref()
+        self.text.chat.as_ref()
     }
 
     /// Token ids fed for `statement` when reading activations.
     pub fn encode(&self, statement: &str) -> Result<Vec<u32>, InputError> {
-        match &self.chat {
+        match &self.text.chat {
             Some(t) => {
                 let rendered = t.render(&[Message::new("user", statement)], false)?;
-                Ok(t.tokenize(&self.tokenizer, &rendered)?)
+                Ok(t.tokenize(&self.text.tokenizer, &rendered)?)
             }
-            None => Ok(self.tokenizer.encode(statement, true, false)?),
+            None => Ok(self.text.tokenizer.encode(statement, true, false)?),
         }
     }
 
@@ -90,7 +109,7 @@ impl StatementEncoder {
         &self,
         statement: &str,
     ) -> Result<(Vec<u32>, Range<usize>), InputError> {
-        let (tokens, text) = match &self.chat {
+        let (tokens, text) = match &self.text.chat {
             Some(t) => {
                 let rendered = t.render(&[Message::new("user", statement)], false)?;
                 let start = rendered.find(statement).ok_or_else(|| {
@@ -102,12 +121,14 @@ impl StatementEncoder {
                     }
                 })?;
                 (
-                    t.tokenize_with_offsets(&self.tokenizer, &rendered)?,
+                    t.tokenize_with_offsets(&self.text.tokenizer, &rendered)?,
                     start..start + statement.len(),
                 )
             }
             None => (
-                self.tokenizer.encode_with_offsets(statement, true, false)?,
+                self.text
+                    .tokenizer
+                    .encode_with_offsets(statement, true, false)?,
                 0..statement.len(),
             ),
         };
@@ -130,10 +151,13 @@ impl StatementEncoder {
         &self,
         statement: &str,
     ) -> Result<Vec<(u32, Range<usize>)>, InputError> {
-        let mut tokens = self.tokenizer.encode_with_offsets(statement, true, false)?;
+        let mut tokens = self
+            .text
+            .tokenizer
+            .encode_with_offsets(statement, true, false)?;
         // Models whose metadata says not to add BOS (SmolLM2) still get one when they have it:
         // Appendix H scores every statement token, and the first needs a context.
-        if let Some(bos) = self.tokenizer.bos_id()
+        if let Some(bos) = self.text.tokenizer.bos_id()
             && tokens.first().map(|t| t.0) != Some(bos)
         {
             tokens.insert(0, (bos, 0..0));

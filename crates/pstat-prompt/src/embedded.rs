@@ -3,47 +3,46 @@
 
 use crate::error::PromptError;
 use crate::scoring::{EncodedPrompts, OptionProbs, OptionScorer, OptionTokens, PromptCodec};
-use pstat_lm::chat::{ChatError, ChatTemplate, Message};
-use pstat_lm::tokenizer::Tokenizer;
+use pstat_lm::chat::{ChatError, Message};
+use pstat_lm::input::ModelText;
 use pstat_lm::{LanguageModel, PrefixCache};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Statements per scoring call: the granularity of progress reports (the runtime packs each
 /// call into forward passes of its own size) and of a unit's checkpoints.
 pub const STATEMENTS_PER_CALL: usize = 64;
 
-/// Tokenizer and (for chat models) chat template of a GGUF file.
+/// Tokenizer and (for chat models) chat template of a model.
 pub struct EmbeddedCodec {
-    tokenizer: Tokenizer,
-    chat: Option<ChatTemplate>,
+    text: Arc<ModelText>,
     origin: String,
 }
 
 impl EmbeddedCodec {
-    /// Load the tokenizer and, when the file has one, the chat template of the GGUF at `path`;
-    /// [`PromptError::Tokenizer`] naming the path when either cannot be read.
+    /// Load the tokenizer and, when the model has one, the chat template of the GGUF file or
+    /// Hugging Face folder at `path`; [`PromptError::Tokenizer`] naming the path when either
+    /// cannot be read.
     pub fn open(path: &Path) -> Result<Self, PromptError> {
-        let origin = path.display().to_string();
-        let lm = |e: &dyn std::fmt::Display| PromptError::Tokenizer {
-            what: origin.clone(),
+        let text = ModelText::load(path).map_err(|e| PromptError::Tokenizer {
+            what: path.display().to_string(),
             message: e.to_string(),
-        };
-        let tokenizer = Tokenizer::load(path).map_err(|e| lm(&e))?;
-        let chat = match ChatTemplate::load(path, &tokenizer) {
-            Ok(t) => Some(t),
-            Err(ChatError::NoTemplate(_)) => None,
-            Err(e) => return Err(lm(&e)),
-        };
-        Ok(EmbeddedCodec {
-            tokenizer,
-            chat,
-            origin,
-        })
+        })?;
+        Ok(Self::new(Arc::new(text), path))
+    }
+
+    /// The codec over a model's already loaded tokenizer and chat template, read from `path`
+    /// (named in errors).
+    pub fn new(text: Arc<ModelText>, path: &Path) -> Self {
+        EmbeddedCodec {
+            text,
+            origin: path.display().to_string(),
+        }
     }
 
     /// Whether the model has a chat template (and so can take the chat format).
     pub fn has_chat_template(&self) -> bool {
-        self.chat.is_some()
+        self.text.chat.is_some()
     }
 
     fn error(&self, e: impl std::fmt::Display) -> PromptError {
@@ -56,7 +55,7 @@ impl EmbeddedCodec {
 
 impl PromptCodec for EmbeddedCodec {
     fn render_chat(&self, user: &str, prefill: &str) -> Result<String, PromptError> {
-        let chat = self.chat.as_ref().ok_or_else(|| {
+        let chat = self.text.chat.as_ref().ok_or_else(|| {
             self.error("the model has no chat template, so it is a base model: use --format plain")
         })?;
         chat.render_with_prefill(&[Message::new("user", user)], prefill)
@@ -69,7 +68,7 @@ impl PromptCodec for EmbeddedCodec {
         user: &str,
         prefill: &str,
     ) -> Result<String, PromptError> {
-        let chat = self.chat.as_ref().ok_or_else(|| {
+        let chat = self.text.chat.as_ref().ok_or_else(|| {
             self.error("the model has no chat template, so it is a base model: use --format plain")
         })?;
         let turns = [Message::new("system", system), Message::new("user", user)];
@@ -89,18 +88,20 @@ impl PromptCodec for EmbeddedCodec {
     }
 
     fn encode_prompt_with_bos(&self, rendered: &str) -> Result<Vec<u32>, PromptError> {
-        self.tokenizer
+        self.text
+            .tokenizer
             .encode(rendered, true, true)
             .map_err(|e| self.error(e))
     }
 
     fn encode_prompt(&self, rendered: &str) -> Result<Vec<u32>, PromptError> {
-        match &self.chat {
+        match &self.text.chat {
             // Adds BOS by the tokenizer's rule unless the template already wrote it.
             Some(chat) => chat
-                .tokenize(&self.tokenizer, rendered)
+                .tokenize(&self.text.tokenizer, rendered)
                 .map_err(|e| self.error(e)),
             None => self
+                .text
                 .tokenizer
                 .encode(rendered, true, true)
                 .map_err(|e| self.error(e)),
@@ -108,13 +109,14 @@ impl PromptCodec for EmbeddedCodec {
     }
 
     fn encode_option(&self, text: &str) -> Result<Vec<u32>, PromptError> {
-        self.tokenizer
+        self.text
+            .tokenizer
             .encode(text, true, false)
             .map_err(|e| self.error(e))
     }
 
     fn piece(&self, id: u32) -> Result<String, PromptError> {
-        Ok(String::from_utf8_lossy(&self.tokenizer.token_to_piece(id)).into_owned())
+        Ok(String::from_utf8_lossy(&self.text.tokenizer.token_to_piece(id)).into_owned())
     }
 }
 

@@ -21,6 +21,7 @@ use pstat_prompt::{
 use pstat_stability::{Bootstrap, Judgments, MIN_BASELINE_TRUE};
 use pstat_tables::{DECISIONS_FILE, Decisions, FormatDecision, main_k};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// The behavioral stage: belief-context prompts under every Θ.
 pub struct Behavioral;
@@ -264,7 +265,7 @@ impl<'a> Prompter<'a> {
         } = cell;
         let domain = *domain;
         let cfg = &study.config.behavioral;
-        let codec = EmbeddedCodec::open(model.lm.path())?;
+        let codec = EmbeddedCodec::new(Arc::clone(&model.text), model.lm.path());
         let pool = TrainingPool::new(domain, &study.datasets, &study.splits)?;
         let held_out = study.held_out_true(domain);
         let by_id: BTreeMap<&str, &Statement> = study

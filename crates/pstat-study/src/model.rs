@@ -4,9 +4,10 @@
 
 use pstat_data::Dataset;
 use pstat_lm::LanguageModel;
-use pstat_lm::input::StatementEncoder;
+use pstat_lm::input::{ModelText, StatementEncoder};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A model loaded once per run, with what every stage reads from it.
 pub struct LoadedModel {
@@ -14,6 +15,9 @@ pub struct LoadedModel {
     pub name: String,
     /// The runtime: forward pass, hidden states, scoring.
     pub lm: LanguageModel,
+    /// The tokenizer and chat template, read once from the model's file or folder; the
+    /// statement encoder and the behavioral prompt codec share them.
+    pub text: Arc<ModelText>,
     /// How statements are tokenized for probing and familiarity.
     pub encoder: StatementEncoder,
 }
@@ -42,8 +46,14 @@ impl LoadedModel {
             )
         };
         let lm = LanguageModel::load_with(&path, precision)?;
-        let encoder = StatementEncoder::for_model(&lm)?;
-        Ok(LoadedModel { name, lm, encoder })
+        let text = Arc::new(ModelText::load(&path)?);
+        let encoder = StatementEncoder::new(Arc::clone(&text))?;
+        Ok(LoadedModel {
+            name,
+            lm,
+            text,
+            encoder,
+        })
     }
 
     /// Token ids fed for each statement id (in the order given).
