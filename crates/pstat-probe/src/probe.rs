@@ -11,10 +11,11 @@
 //! | `scaler_scale` | F64   | `[d]`   | standardization scale                          |
 //!
 //! Metadata: `probe` (`sawmil` | `mass_mean`, the [`Probe`] spellings of the tables; files
-//! written by earlier versions spell Mass-Mean `mass-mean`, still read), `content_xxh3` (the xxh3-64 of the tensors and
-//! the other metadata, as for an activation file, checked on every load: one changed byte
-//! makes the file refused, never scored) and, for sAwMIL, `C`, `eta` and `converged`
-//! (`true` | `false`: whether its QPs met their tolerances before the solver's caps).
+//! written by earlier versions spell Mass-Mean `mass-mean`, still read), `content_xxh3` (the
+//! xxh3-64 of the tensors and the other metadata, as for an activation file, checked on every
+//! load: one changed byte makes the file refused, never scored) and, for sAwMIL, `C`, `eta` and
+//! `converged` (`true` | `false`: whether its QPs met their tolerances before the solver's
+//! caps).
 
 use crate::bags::{Bags, TrainingSet};
 use crate::error::{ProbeError, Result, invalid};
