@@ -6,10 +6,11 @@
 //! are computed, in packed batches against the prefix's KV cache. The bags therefore hold every
 //! token that was fed, as the upstream collector stored them.
 
-use crate::model::{FinalRows, ForwardPlan};
+use crate::model::{FinalRows, ForwardPlan, PrefixCache};
 use crate::runtime::{LanguageModel, LmError, batches};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use pstat_data::activations::Activations;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// The shared prefix is reused only when it is at least this long (a lone BOS is not worth a
@@ -38,44 +39,121 @@ pub fn extract(
     ids: &[String],
     sequences: &[Vec<u32>],
     layers: &[usize],
-    mut progress: impl FnMut(usize),
+    progress: impl FnMut(usize),
 ) -> Result<Vec<Activations>, LmError> {
-    assert_eq!(ids.len(), sequences.len(), "one id per sequence");
-    let hidden = model.hidden_size();
-    let mut out: Vec<Activations> = layers.iter().map(|_| Activations::new(hidden)).collect();
+    Extractor::new(model, ids, sequences, layers)?.block(0..ids.len(), progress)
+}
+
+/// Tokens of the shared prefix that run once ahead of the suffixes (0: none is worth it).
+fn prefix_len(sequences: &[Vec<u32>]) -> usize {
     let shared = shared_prefix_len(sequences);
-    let (prefix, prefix_rows) = if shared >= MIN_SHARED_PREFIX {
-        let tokens = &sequences[0][..shared];
-        let rows = model.hidden_states(&[tokens.to_vec()], layers)?.remove(0);
-        (Some(model.prefix(tokens)?), rows)
+    if shared >= MIN_SHARED_PREFIX {
+        shared
     } else {
-        (None, vec![Vec::new(); layers.len()])
-    };
-    let skip = if prefix.is_some() { shared } else { 0 };
-    let suffixes: Vec<Vec<u32>> = sequences.iter().map(|s| s[skip..].to_vec()).collect();
-    let plan = ForwardPlan {
-        capture: layers,
-        final_rows: FinalRows::None,
-        keep_kv: false,
-    };
-    let mut next = 0;
-    for batch in batches(&suffixes) {
-        let result = model.model().forward(&batch, prefix.as_ref(), &plan)?;
-        let mut row = 0;
-        for suffix in &batch {
-            let span = row * hidden..(row + suffix.len()) * hidden;
-            for (layer, acts) in out.iter_mut().enumerate() {
-                let mut rows = prefix_rows[layer].clone();
-                rows.extend_from_slice(&result.captured[layer][span.clone()]);
-                model.check_finite(&rows, next, layers[layer])?;
-                acts.push(&ids[next], &sequences[next], &rows);
-            }
-            row += suffix.len();
-            next += 1;
-        }
-        progress(batch.len());
+        0
     }
-    Ok(out)
+}
+
+/// Splits the statements into consecutive blocks of at least `size` statements (the last may
+/// be shorter), each made of whole batches as [`extract`] packs them over all `sequences`. A
+/// block computed alone ([`Extractor::block`]) therefore runs the very batches, against the
+/// very prefix, of one pass over everything: its numbers are those of [`extract`], bit for bit.
+pub fn blocks(sequences: &[Vec<u32>], size: usize) -> Vec<Range<usize>> {
+    let skip = prefix_len(sequences);
+    let suffixes: Vec<Vec<u32>> = sequences.iter().map(|s| s[skip..].to_vec()).collect();
+    let mut out = Vec::new();
+    let (mut start, mut end) = (0, 0);
+    for batch in batches(&suffixes) {
+        end += batch.len();
+        if end - start >= size {
+            out.push(start..end);
+            start = end;
+        }
+    }
+    if start < end {
+        out.push(start..end);
+    }
+    out
+}
+
+/// An extraction of `sequences` at `layers` that computes any of its [`blocks`] on demand:
+/// the shared prefix (of all sequences) runs once, when it is created.
+pub struct Extractor<'a> {
+    model: &'a LanguageModel,
+    ids: &'a [String],
+    sequences: &'a [Vec<u32>],
+    layers: &'a [usize],
+    skip: usize,
+    prefix: Option<PrefixCache>,
+    prefix_rows: Vec<Vec<f32>>,
+}
+
+impl<'a> Extractor<'a> {
+    /// Runs the shared prefix of `sequences` (named by `ids`) through `model`.
+    pub fn new(
+        model: &'a LanguageModel,
+        ids: &'a [String],
+        sequences: &'a [Vec<u32>],
+        layers: &'a [usize],
+    ) -> Result<Self, LmError> {
+        assert_eq!(ids.len(), sequences.len(), "one id per sequence");
+        let skip = prefix_len(sequences);
+        let (prefix, prefix_rows) = if skip > 0 {
+            let tokens = &sequences[0][..skip];
+            let rows = model.hidden_states(&[tokens.to_vec()], layers)?.remove(0);
+            (Some(model.prefix(tokens)?), rows)
+        } else {
+            (None, vec![Vec::new(); layers.len()])
+        };
+        Ok(Extractor {
+            model,
+            ids,
+            sequences,
+            layers,
+            skip,
+            prefix,
+            prefix_rows,
+        })
+    }
+
+    /// Activations of the statements `range` (all of them, or one of [`blocks`]), one per
+    /// layer. `progress` is called with the number of statements finished after each batch.
+    pub fn block(
+        &self,
+        range: Range<usize>,
+        mut progress: impl FnMut(usize),
+    ) -> Result<Vec<Activations>, LmError> {
+        let (model, layers) = (self.model, self.layers);
+        let hidden = model.hidden_size();
+        let mut out: Vec<Activations> = layers.iter().map(|_| Activations::new(hidden)).collect();
+        let suffixes: Vec<Vec<u32>> = self.sequences[range.clone()]
+            .iter()
+            .map(|s| s[self.skip..].to_vec())
+            .collect();
+        let plan = ForwardPlan {
+            capture: layers,
+            final_rows: FinalRows::None,
+            keep_kv: false,
+        };
+        let mut next = range.start;
+        for batch in batches(&suffixes) {
+            let result = model.model().forward(&batch, self.prefix.as_ref(), &plan)?;
+            let mut row = 0;
+            for suffix in &batch {
+                let span = row * hidden..(row + suffix.len()) * hidden;
+                for (layer, acts) in out.iter_mut().enumerate() {
+                    let mut rows = self.prefix_rows[layer].clone();
+                    rows.extend_from_slice(&result.captured[layer][span.clone()]);
+                    model.check_finite(&rows, next, layers[layer])?;
+                    acts.push(&self.ids[next], &self.sequences[next], &rows);
+                }
+                row += suffix.len();
+                next += 1;
+            }
+            progress(batch.len());
+        }
+        Ok(out)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +228,17 @@ mod tests {
         let three = [vec![1, 2, 3, 4], vec![1, 2, 3, 5, 6], vec![1, 2, 7]];
         assert_eq!(shared_prefix_len(&three), 2);
         assert_eq!(shared_prefix_len(&[]), 0);
+    }
+
+    #[test]
+    fn blocks_are_whole_batches() {
+        // Two 1000-token sequences fill a batch of 2048 rows; the shared prefix (a lone
+        // token) is too short to be split off.
+        let seqs: Vec<Vec<u32>> = (0..5).map(|i| vec![i; 1000]).collect();
+        assert_eq!(blocks(&seqs, 3), vec![0..4, 4..5]);
+        assert_eq!(blocks(&seqs, 1), vec![0..2, 2..4, 4..5]);
+        assert_eq!(blocks(&seqs, usize::MAX), vec![0..5]);
+        assert!(blocks(&[], 3).is_empty());
     }
 
     #[test]

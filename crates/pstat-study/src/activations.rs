@@ -21,6 +21,7 @@ use pstat_data::artifact::sha256_hex;
 use pstat_data::{Dataset, Domain};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// Activations of the statements a run probes (its training statements and held-out True
@@ -47,16 +48,38 @@ fn run_statements(study: &Study, domain: Domain) -> Vec<String> {
     ids
 }
 
+/// Statements per block of an extraction (at least; a block ends on a batch boundary): about
+/// 10–20 s of SmolLM2-135M or Gemma 3 270M on two cores, the most an interrupted extraction
+/// has to redo.
+pub const BLOCK_STATEMENTS: usize = 768;
+
 /// Activations of `ids` at `layers`, from the cache under `$PSTAT_HOME/activations` when
 /// present, else extracted and stored (f16). The cache key covers the model file, the input
 /// format and template, the data and the ids, so nothing stale is ever reused. Either way the
 /// caller gets what the cache returns (a fresh extraction is read back from its file), so a
 /// run resumed after the cache was written trains on the same numbers as one that was not.
+/// An extraction resumes where it was interrupted, to the block of [`BLOCK_STATEMENTS`].
 pub fn cached_activations(
     model: &LoadedModel,
     data: &Dataset,
     ids: &[String],
     layers: &[usize],
+    progress: &mut dyn Progress,
+) -> anyhow::Result<BTreeMap<usize, Activations>> {
+    cached_activations_in_blocks(model, data, ids, layers, BLOCK_STATEMENTS, progress)
+}
+
+/// [`cached_activations`] extracting in blocks of at least `block` statements: each finished
+/// block is stored in the cache entry's folder (one f32 file per layer, with its content hash)
+/// and read back instead of recomputed when an interrupted extraction is run again. The blocks
+/// are whole batches of one pass ([`pstat_lm::extract::blocks`]), so the layer files are
+/// byte-identical whatever the block size and however often the extraction was interrupted.
+pub fn cached_activations_in_blocks(
+    model: &LoadedModel,
+    data: &Dataset,
+    ids: &[String],
+    layers: &[usize],
+    block: usize,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<BTreeMap<usize, Activations>> {
     check_layers(model, layers)?;
@@ -111,11 +134,18 @@ pub fn cached_activations(
         return Ok(out);
     }
     let tokens = model.encode_statements(data, ids)?;
-    progress.start(&format!("{} {domain} activations", model.name), ids.len());
-    let acts =
-        pstat_lm::extract::extract(&model.lm, ids, &tokens, &missing, |n| progress.advance(n))?;
-    progress.finish(false);
     let provenance = Provenance::of(model, data);
+    let blocks = pstat_lm::extract::blocks(&tokens, block);
+    let job = BlockJob {
+        model,
+        dir: &dir,
+        ids,
+        tokens: &tokens,
+        layers: &missing,
+        provenance: &provenance,
+    };
+    let label = format!("{} {domain} activations", model.name);
+    let acts = job.run(&blocks, &label, progress)?;
     for (&layer, mut a) in missing.iter().zip(acts) {
         provenance.stamp(&mut a, layer);
         a.write(&path(layer), Precision::F16)?;
@@ -123,7 +153,146 @@ pub fn cached_activations(
         // a run that extracts a layer and one that resumes from the cache compute the same.
         out.insert(layer, Activations::read(&path(layer))?);
     }
+    // The layer files now hold every block: the partial files are no longer needed.
+    for range in &blocks {
+        for &layer in &missing {
+            let part = job.partial_path(layer, range);
+            match std::fs::remove_file(&part) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    bail!("{}: {e}", part.display())
+                }
+                _ => {}
+            }
+        }
+    }
     Ok(out)
+}
+
+/// One extraction of `layers` of `ids` into the cache entry `dir`, block by block.
+struct BlockJob<'a> {
+    model: &'a LoadedModel,
+    dir: &'a Path,
+    ids: &'a [String],
+    tokens: &'a [Vec<u32>],
+    layers: &'a [usize],
+    provenance: &'a Provenance,
+}
+
+impl BlockJob<'_> {
+    /// The partial file of `layer` for the statements `range`.
+    fn partial_path(&self, layer: usize, range: &Range<usize>) -> PathBuf {
+        self.dir.join(format!(
+            "partial_{:06}-{:06}_layer_{layer:02}.safetensors",
+            range.start, range.end
+        ))
+    }
+
+    /// Every layer, whole: the finished blocks read from their partial files, the others
+    /// extracted and stored as they finish.
+    fn run(
+        &self,
+        blocks: &[Range<usize>],
+        label: &str,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<Vec<Activations>> {
+        let mut parts = Vec::with_capacity(blocks.len());
+        for range in blocks {
+            parts.push(self.read_block(range, progress)?);
+        }
+        let finished: usize = blocks
+            .iter()
+            .zip(&parts)
+            .filter(|(_, p)| p.is_some())
+            .map(|(r, _)| r.len())
+            .sum();
+        progress.start(label, self.ids.len());
+        if finished > 0 {
+            progress.note(&format!(
+                "{label}: resuming, {finished} of {} statements already extracted",
+                self.ids.len()
+            ));
+            progress.advance(finished);
+        }
+        let mut extractor = None;
+        for (range, part) in blocks.iter().zip(&mut parts) {
+            if part.is_some() {
+                continue;
+            }
+            let extractor = match &mut extractor {
+                Some(e) => e,
+                None => extractor.insert(pstat_lm::extract::Extractor::new(
+                    &self.model.lm,
+                    self.ids,
+                    self.tokens,
+                    self.layers,
+                )?),
+            };
+            let mut acts = extractor.block(range.clone(), |n| progress.advance(n))?;
+            for (&layer, a) in self.layers.iter().zip(&mut acts) {
+                self.provenance.stamp(a, layer);
+                // f32: exact, so the layer files assembled from blocks hold what one pass
+                // would have written.
+                a.write(&self.partial_path(layer, range), Precision::F32)?;
+            }
+            *part = Some(acts);
+        }
+        progress.finish(false);
+        let hidden = self.model.lm.hidden_size();
+        let mut whole: Vec<Activations> = self
+            .layers
+            .iter()
+            .map(|_| Activations::new(hidden))
+            .collect();
+        for part in parts.into_iter().flatten() {
+            for (w, p) in whole.iter_mut().zip(part) {
+                for i in 0..p.len() {
+                    let tokens = &p.token_ids[p.offsets[i]..p.offsets[i + 1]];
+                    w.push(&p.statement_ids[i], tokens, p.statement(i));
+                }
+            }
+        }
+        Ok(whole)
+    }
+
+    /// The block `range` from its partial files, or `None` when a layer's is missing or
+    /// damaged (a damaged one is moved aside: it is recomputed, never used).
+    fn read_block(
+        &self,
+        range: &Range<usize>,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<Option<Vec<Activations>>> {
+        let mut out = Vec::with_capacity(self.layers.len());
+        for &layer in self.layers {
+            let path = self.partial_path(layer, range);
+            if !path.exists() {
+                return Ok(None);
+            }
+            let reason = match Activations::read(&path) {
+                Ok(a)
+                    if a.hidden == self.model.lm.hidden_size()
+                        && a.statement_ids[..] == self.ids[range.clone()] =>
+                {
+                    out.push(a);
+                    continue;
+                }
+                Ok(_) => format!(
+                    "{}: not the statements {}..{} of this extraction",
+                    path.display(),
+                    range.start,
+                    range.end
+                ),
+                Err(err @ ActivationsError::Corrupt { .. }) => err.to_string(),
+                Err(err) => return Err(err.into()),
+            };
+            let aside = move_aside(&path)?;
+            progress.note(&format!(
+                "warning: {reason}; moved to {} and recomputed",
+                aside.display()
+            ));
+            return Ok(None);
+        }
+        Ok(Some(out))
+    }
 }
 
 fn check_layers(model: &LoadedModel, layers: &[usize]) -> anyhow::Result<()> {

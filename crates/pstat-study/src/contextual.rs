@@ -344,11 +344,13 @@ impl<'a> Reader<'a> {
         };
         let path = context.path(&cell.dir(NAME));
         let label = format!(
-            "{} {} contextual {} k{}",
+            "{} {} contextual {} {}",
             cell.model.name,
             cell.domain,
             context.condition.name,
-            context.k.unwrap_or(0)
+            context
+                .k
+                .map_or("without context".to_string(), |k| format!("k{k}"))
         );
         if let Some(stored) = read_record::<ContextRecord>(&path, progress)? {
             if stored.inputs == inputs {
@@ -399,14 +401,17 @@ impl<'a> Reader<'a> {
         let layers = &self.probes.layers;
         let mut prefix_tokens = self.lead.clone();
         prefix_tokens.extend_from_slice(context_tokens);
-        let prefix = match prefix_tokens.is_empty() {
-            true => None,
-            false => Some(lm.prefix(&prefix_tokens)?),
+        let prefix = if prefix_tokens.is_empty() {
+            None
+        } else {
+            Some(lm.prefix(&prefix_tokens)?)
         };
         // The lead's states do not depend on what follows them: computed once, in every bag.
-        let lead_rows = match self.lead.is_empty() {
-            true => vec![Vec::new(); layers.len()],
-            false => lm.hidden_states(&[self.lead.clone()], layers)?.remove(0),
+        let lead_rows = if self.lead.is_empty() {
+            vec![Vec::new(); layers.len()]
+        } else {
+            lm.hidden_states(std::slice::from_ref(&self.lead), layers)?
+                .remove(0)
         };
         let mut judgments: BTreeMap<String, Vec<ProbeJudgment>> = BTreeMap::new();
         let mut next = 0;
