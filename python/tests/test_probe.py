@@ -87,7 +87,7 @@ def test_save_and_load_round_trip(tmp_path, bags):
     model.save(tmp_path / "p.safetensors")
     again = pstat.SAwMIL.load(tmp_path / "p.safetensors")
     np.testing.assert_array_equal(model.decision_function(x, offsets), again.decision_function(x, offsets))
-    with pytest.raises(ValueError, match="not mass-mean"):
+    with pytest.raises(ValueError, match="not mass_mean"):
         pstat.MassMean.load(tmp_path / "p.safetensors")
 
 

@@ -205,7 +205,9 @@ impl Activations {
                 content_hash(&unhashed, &sorted).expect("well-formed")
             ),
         );
-        safetensors::serialize(tensors, Some(meta)).expect("in-memory safetensors serialization")
+        let bytes = safetensors::serialize(tensors, Some(meta))
+            .expect("in-memory safetensors serialization");
+        with_sorted_header(bytes)
     }
 
     /// Writes [`Self::to_bytes`] to `path` atomically (parent folders created).
@@ -371,6 +373,34 @@ pub fn content_hash(bytes: &[u8], metadata: &BTreeMap<String, String>) -> Result
     Ok(hasher.digest())
 }
 
+/// safetensors writes its metadata from a `HashMap`, whose order changes from one map to the
+/// next: the header is rewritten with every object's keys sorted, so the same activations give
+/// the same bytes. Sorting keeps the header's length, so the data section does not move.
+fn with_sorted_header(mut bytes: Vec<u8>) -> Vec<u8> {
+    fn sorted(value: serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                serde_json::Value::Object(
+                    entries.into_iter().map(|(k, v)| (k, sorted(v))).collect(),
+                )
+            }
+            other => other,
+        }
+    }
+    let len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + len]).expect("safetensors writes UTF-8");
+    let written = header.trim_end().len();
+    let value: serde_json::Value =
+        serde_json::from_str(&header[..written]).expect("safetensors writes JSON");
+    let text = serde_json::to_string(&sorted(value)).expect("JSON serializes");
+    // Compact JSON of the same keys and values: the same length, in another order.
+    assert_eq!(text.len(), written, "a sorted header keeps its length");
+    bytes[8..8 + written].copy_from_slice(text.as_bytes());
+    bytes
+}
+
 /// Moves a corrupt file aside ([`crate::artifact::move_aside`]).
 pub fn move_aside(path: &Path) -> Result<PathBuf, ActivationsError> {
     crate::artifact::move_aside(path).map_err(|source| ActivationsError::Io {
@@ -433,6 +463,33 @@ pub fn f16_bits_to_f32(h: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_same_activations_give_the_same_bytes() {
+        let mut acts = Activations::new(2);
+        acts.push("s1", &[1, 2], &[0.5, -1.0, 2.0, 0.25]);
+        for key in [
+            "model_sha256",
+            "input",
+            "data_hash",
+            "layer",
+            "domain",
+            "origin",
+        ] {
+            acts.metadata
+                .insert(key.to_string(), format!("{key} value"));
+        }
+        let first = acts.to_bytes(Precision::F16);
+        // Each serialization builds its own map: before the header was sorted, their orders
+        // differed in most of these.
+        for _ in 0..16 {
+            assert_eq!(acts.to_bytes(Precision::F16), first);
+        }
+        assert_eq!(
+            Activations::from_bytes(&first).unwrap().statement_ids,
+            ["s1"]
+        );
+    }
 
     #[test]
     fn f16_round_trip_matches_known_values() {

@@ -30,6 +30,7 @@ pub use error::{ProbeError, Result};
 pub use massmean::MassMeanParams;
 pub use metrics::{auc, average_precision};
 pub use noise::{gaussian_noise_bags, noise_count};
-pub use probe::{ProbeKind, ProbeParams, TrainedProbe};
+pub use probe::{ProbeParams, TrainedProbe};
+pub use pstat_tables::Probe;
 pub use sawmil::{SawMilParams, SawMilReport};
 pub use standardize::Standardizer;

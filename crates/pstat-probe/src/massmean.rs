@@ -6,8 +6,9 @@
 use crate::bags::TrainingSet;
 use crate::error::{ProbeError, Result};
 use crate::linalg::{cholesky, cholesky_solve, dot, norm};
-use crate::probe::{ProbeKind, ProbeParams, TrainedProbe};
+use crate::probe::{ProbeParams, TrainedProbe};
 use crate::standardize::Standardizer;
+use pstat_tables::Probe;
 
 /// Added to the pooled covariance's diagonal before inversion, as upstream.
 const RIDGE: f64 = 1e-6;
@@ -83,7 +84,7 @@ impl ProbeParams for MassMeanParams {
         let direction: Vec<f64> = raw.iter().map(|v| v / len).collect();
         let bias = -0.5 * (dot(&mu_pos, &direction) + dot(&mu_neg, &direction));
         Ok(TrainedProbe {
-            kind: ProbeKind::MassMean,
+            kind: Probe::MassMean,
             direction,
             bias,
             scaler,

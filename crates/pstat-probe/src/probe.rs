@@ -10,10 +10,12 @@
 //! | `scaler_mean`  | F64   | `[d]`   | standardization mean                           |
 //! | `scaler_scale` | F64   | `[d]`   | standardization scale                          |
 //!
-//! Metadata: `probe` (`sawmil` | `mass-mean`), `content_xxh3` (the xxh3-64 of the tensors and
-//! the other metadata, as for an activation file, checked on every load: one changed byte
-//! makes the file refused, never scored) and, for sAwMIL, `C`, `eta` and `converged`
-//! (`true` | `false`: whether its QPs met their tolerances before the solver's caps).
+//! Metadata: `probe` (`sawmil` | `mass_mean`, the [`Probe`] spellings of the tables; files
+//! written by earlier versions spell Mass-Mean `mass-mean`, still read), `content_xxh3` (the
+//! xxh3-64 of the tensors and the other metadata, as for an activation file, checked on every
+//! load: one changed byte makes the file refused, never scored) and, for sAwMIL, `C`, `eta` and
+//! `converged` (`true` | `false`: whether its QPs met their tolerances before the solver's
+//! caps).
 
 use crate::bags::{Bags, TrainingSet};
 use crate::error::{ProbeError, Result, invalid};
@@ -22,6 +24,7 @@ use crate::standardize::Standardizer;
 use pstat_data::activations::Activations;
 use pstat_data::activations::{CONTENT_HASH, content_hash};
 use pstat_data::error::Malformed;
+use pstat_tables::Probe;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -39,31 +42,13 @@ pub trait ProbeParams: Sync {
     }
 }
 
-/// Which probe a [`TrainedProbe`] is, and so how it scores a statement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeKind {
-    /// Statement score = max over all its tokens.
-    SawMil,
-    /// Statement score = its last token.
-    MassMean,
-}
-
-impl ProbeKind {
-    /// The name in the file's `probe` metadata: `sawmil` or `mass-mean`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProbeKind::SawMil => "sawmil",
-            ProbeKind::MassMean => "mass-mean",
-        }
-    }
-}
-
 /// A fitted linear probe h_Θ: standardization, unit direction w and bias b; decision
 /// x_std·w + b, True when positive.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainedProbe {
-    /// sAwMIL or Mass-Mean, which fixes the statement score.
-    pub kind: ProbeKind,
+    /// [`Probe::Sawmil`] or [`Probe::MassMean`] (never [`Probe::Prompt`]: fitting and loading
+    /// make only the trained kinds), which fixes the statement score.
+    pub(crate) kind: Probe,
     /// Unit-norm direction in standardized space.
     pub direction: Vec<f64>,
     /// Bias b of the decision x_std·w + b.
@@ -102,11 +87,12 @@ impl TrainedProbe {
     pub fn score(&self, bag: &[f32]) -> f32 {
         let d = self.dim();
         let s = match self.kind {
-            ProbeKind::SawMil => bag
+            Probe::Sawmil => bag
                 .chunks_exact(d)
                 .map(|r| self.token_score(r))
                 .fold(f64::NEG_INFINITY, f64::max),
-            ProbeKind::MassMean => self.token_score(&bag[bag.len() - d..]),
+            Probe::MassMean => self.token_score(&bag[bag.len() - d..]),
+            Probe::Prompt => unreachable!("a trained probe is never the prompt kind"),
         };
         s as f32
     }
@@ -132,10 +118,10 @@ impl TrainedProbe {
     /// Scores of a bags file's bags, in bag order. Only a sAwMIL probe scores bags of
     /// arbitrary instances; Mass-Mean reads a statement's last token, so it scores statements.
     pub fn score_bags_file(&self, file: &MilFile) -> Result<Vec<f32>> {
-        if self.kind != ProbeKind::SawMil {
+        if self.kind != Probe::Sawmil {
             return invalid(format!(
                 "a {} probe scores statements, not bags (give it an activation file)",
-                self.kind.name()
+                self.kind
             ));
         }
         self.check_dim(file.bags.dim(), "tensor `X`")?;
@@ -154,6 +140,11 @@ impl TrainedProbe {
         ))
     }
 
+    /// Which probe this is: [`Probe::Sawmil`] or [`Probe::MassMean`].
+    pub fn kind(&self) -> Probe {
+        self.kind
+    }
+
     /// Upstream's default label: strictly positive decision.
     pub fn label(score: f32) -> i8 {
         if score > 0.0 { 1 } else { -1 }
@@ -161,6 +152,12 @@ impl TrainedProbe {
 
     /// The probe file's bytes (safetensors, see the module docs), content hash included.
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.serialize(self.kind.as_str())
+    }
+
+    /// The file's bytes with `kind` as the `probe` metadata (tests write earlier versions'
+    /// spelling with it).
+    fn serialize(&self, kind: &str) -> Vec<u8> {
         let bytes = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let named = [
             ("w", bytes(&self.direction)),
@@ -175,7 +172,7 @@ impl TrainedProbe {
                     .expect("shape matches data"),
             )
         });
-        let mut meta = HashMap::from([("probe".to_string(), self.kind.name().to_string())]);
+        let mut meta = HashMap::from([("probe".to_string(), kind.to_string())]);
         if let Some(c) = self.c {
             meta.insert("C".into(), c.to_string());
         }
@@ -263,12 +260,21 @@ impl TrainedProbe {
             );
         }
         let kind = match meta.get("probe").map(String::as_str) {
-            Some("sawmil") => ProbeKind::SawMil,
-            Some("mass-mean") => ProbeKind::MassMean,
-            other => {
-                return Err(format!(
-                    "metadata `probe` is {other:?}, expected \"sawmil\" or \"mass-mean\""
-                ));
+            // Earlier versions spelled Mass-Mean `mass-mean`.
+            Some("mass-mean") => Probe::MassMean,
+            Some(name) => match name.parse::<Probe>() {
+                Ok(Probe::Prompt) => {
+                    return Err(
+                        "metadata `probe` is \"prompt\", the behavioral judgment, which is not a \
+                         trained probe (expected \"sawmil\" or \"mass_mean\")"
+                            .into(),
+                    );
+                }
+                Ok(kind) => kind,
+                Err(e) => return Err(format!("metadata `probe`: {e}")),
+            },
+            None => {
+                return Err("metadata lacks `probe` (expected \"sawmil\" or \"mass_mean\")".into());
             }
         };
         let number = |key: &str| -> std::result::Result<Option<f64>, String> {
@@ -348,7 +354,7 @@ fn sort_header(bytes: &mut [u8]) {
 mod tests {
     use super::*;
 
-    fn probe(kind: ProbeKind) -> TrainedProbe {
+    fn probe(kind: Probe) -> TrainedProbe {
         TrainedProbe {
             kind,
             direction: vec![1.0, 0.0],
@@ -367,17 +373,17 @@ mod tests {
     fn sawmil_takes_max_over_all_tokens_mass_mean_the_last() {
         // Token scores: (x0 − 1)/2 − 0.5 → 0.5, −1.0, 2.0, −0.5.
         let bag = [3.0f32, 9.0, -1.0, 9.0, 6.0, 9.0, 1.0, 9.0];
-        assert_eq!(probe(ProbeKind::SawMil).score(&bag), 2.0);
-        assert_eq!(probe(ProbeKind::MassMean).score(&bag), -0.5);
+        assert_eq!(probe(Probe::Sawmil).score(&bag), 2.0);
+        assert_eq!(probe(Probe::MassMean).score(&bag), -0.5);
         assert_eq!(TrainedProbe::label(0.0), -1);
         assert_eq!(TrainedProbe::label(1e-6), 1);
     }
 
     #[test]
     fn file_round_trip() {
-        let p = probe(ProbeKind::SawMil);
+        let p = probe(Probe::Sawmil);
         assert_eq!(TrainedProbe::from_bytes(&p.to_bytes()).unwrap(), p);
-        let mut m = probe(ProbeKind::MassMean);
+        let mut m = probe(Probe::MassMean);
         m.c = None;
         m.eta = None;
         m.converged = None;
@@ -385,8 +391,34 @@ mod tests {
     }
 
     #[test]
+    fn mass_mean_is_written_in_the_tables_spelling_and_the_old_one_still_read() {
+        let mut m = probe(Probe::MassMean);
+        m.c = None;
+        m.eta = None;
+        m.converged = None;
+        let bytes = m.to_bytes();
+        let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
+        let meta = header.metadata().clone().unwrap();
+        assert_eq!(meta["probe"], "mass_mean");
+        let old = m.serialize("mass-mean");
+        assert_ne!(old, bytes);
+        assert_eq!(TrainedProbe::from_bytes(&old).unwrap(), m);
+    }
+
+    #[test]
+    fn the_prompt_kind_or_an_unknown_one_is_refused() {
+        let p = probe(Probe::Sawmil);
+        let err = TrainedProbe::from_bytes(&p.serialize("prompt"))
+            .unwrap_err()
+            .0;
+        assert!(err.contains("not a trained probe"), "{err}");
+        let err = TrainedProbe::from_bytes(&p.serialize("svm")).unwrap_err().0;
+        assert!(err.contains("unknown probe `svm`"), "{err}");
+    }
+
+    #[test]
     fn one_changed_byte_anywhere_is_refused() {
-        let bytes = probe(ProbeKind::SawMil).to_bytes();
+        let bytes = probe(Probe::Sawmil).to_bytes();
         let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
         // Every byte of the data section, and the digits of the metadata's `C`.
         let c_at = String::from_utf8_lossy(&bytes[8..header])

@@ -7,9 +7,10 @@
 use crate::bags::TrainingSet;
 use crate::error::{ProbeError, Result, invalid};
 use crate::linalg::{dot, norm};
-use crate::probe::{ProbeKind, ProbeParams, TrainedProbe};
+use crate::probe::{ProbeParams, TrainedProbe};
 use crate::qp::{DualProblem, DualSolution, Tolerance, solve};
 use crate::standardize::Standardizer;
+use pstat_tables::Probe;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use search::{one_se_choice, search_c};
@@ -158,7 +159,7 @@ impl SawMilParams {
         };
         Ok(SawMilReport {
             probe: TrainedProbe {
-                kind: ProbeKind::SawMil,
+                kind: Probe::Sawmil,
                 direction: fit.direction,
                 bias: fit.bias,
                 scaler,

@@ -11,7 +11,7 @@ use numpy::{
 };
 use pstat_probe::search::CSearch;
 use pstat_probe::{
-    Bags, MassMeanParams, ProbeKind, ProbeParams, SawMilParams, TrainedProbe, TrainingSet,
+    Bags, MassMeanParams, Probe, ProbeParams, SawMilParams, TrainedProbe, TrainingSet,
 };
 use pstat_stability::{BeliefComparison, Bootstrap, RowKey, stability_row};
 use pyo3::exceptions::{PyAttributeError, PyValueError};
@@ -238,14 +238,14 @@ fn labels_of(scores: &[f32]) -> Vec<i64> {
         .collect()
 }
 
-fn load_probe(path: PathBuf, kind: ProbeKind) -> PyResult<TrainedProbe> {
+fn load_probe(path: PathBuf, kind: Probe) -> PyResult<TrainedProbe> {
     let probe = TrainedProbe::load(&path).map_err(value_error)?;
-    if probe.kind != kind {
+    if probe.kind() != kind {
         return Err(value_error(format!(
             "{}: is a {} probe, not {}",
             path.display(),
-            probe.kind.name(),
-            kind.name()
+            probe.kind(),
+            kind
         )));
     }
     Ok(probe)
@@ -441,7 +441,7 @@ impl SAwMil {
     /// A fitted SAwMIL from a probe file (`pstat sawmil fit --out`, or `save`).
     #[staticmethod]
     fn load(path: PathBuf) -> PyResult<Self> {
-        let probe = load_probe(path, ProbeKind::SawMil)?;
+        let probe = load_probe(path, Probe::Sawmil)?;
         let mut model = SAwMil::new(
             probe.c.unwrap_or(1.0),
             false,
@@ -575,7 +575,7 @@ impl MassMean {
 
     #[staticmethod]
     fn load(path: PathBuf) -> PyResult<Self> {
-        let probe = load_probe(path, ProbeKind::MassMean)?;
+        let probe = load_probe(path, Probe::MassMean)?;
         Ok(MassMean {
             covariance: true,
             probe: Some(probe),

@@ -8,8 +8,9 @@ use super::{PreparedBags, SawMilParams};
 use crate::bags::TrainingSet;
 use crate::error::{ProbeError, Result};
 use crate::metrics::average_precision;
-use crate::probe::{ProbeKind, TrainedProbe};
+use crate::probe::TrainedProbe;
 use crate::standardize::Standardizer;
+use pstat_tables::Probe;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -194,7 +195,7 @@ impl CvFold {
             Err(e) => return Err(e),
         };
         let probe = TrainedProbe {
-            kind: ProbeKind::SawMil,
+            kind: Probe::Sawmil,
             direction: fit.direction,
             bias: fit.bias,
             scaler: self.scaler.clone(),
