@@ -205,9 +205,10 @@ impl Activations {
                 content_hash(&unhashed, &sorted).expect("well-formed")
             ),
         );
-        let bytes = safetensors::serialize(tensors, Some(meta))
+        let mut bytes = safetensors::serialize(tensors, Some(meta))
             .expect("in-memory safetensors serialization");
-        with_sorted_header(bytes)
+        sort_header(&mut bytes);
+        bytes
     }
 
     /// Writes [`Self::to_bytes`] to `path` atomically (parent folders created).
@@ -373,10 +374,11 @@ pub fn content_hash(bytes: &[u8], metadata: &BTreeMap<String, String>) -> Result
     Ok(hasher.digest())
 }
 
-/// safetensors writes its metadata from a `HashMap`, whose order changes from one map to the
-/// next: the header is rewritten with every object's keys sorted, so the same activations give
-/// the same bytes. Sorting keeps the header's length, so the data section does not move.
-fn with_sorted_header(mut bytes: Vec<u8>) -> Vec<u8> {
+/// Rewrites a safetensors header in place with every object's keys sorted: the writer lays its
+/// metadata out in a `HashMap`'s order, which changes from one map to the next, and a file pstat
+/// writes (activations, probes) must have the same bytes in every run. The keys and values are
+/// the same, so the header keeps its length and the data section does not move.
+pub fn sort_header(bytes: &mut [u8]) {
     fn sorted(value: serde_json::Value) -> serde_json::Value {
         match value {
             serde_json::Value::Object(map) => {
@@ -398,7 +400,6 @@ fn with_sorted_header(mut bytes: Vec<u8>) -> Vec<u8> {
     // Compact JSON of the same keys and values: the same length, in another order.
     assert_eq!(text.len(), written, "a sorted header keeps its length");
     bytes[8..8 + written].copy_from_slice(text.as_bytes());
-    bytes
 }
 
 /// Moves a corrupt file aside ([`crate::artifact::move_aside`]).

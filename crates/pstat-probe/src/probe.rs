@@ -22,7 +22,7 @@ use crate::error::{ProbeError, Result, invalid};
 use crate::milfile::MilFile;
 use crate::standardize::Standardizer;
 use pstat_data::activations::Activations;
-use pstat_data::activations::{CONTENT_HASH, content_hash};
+use pstat_data::activations::{CONTENT_HASH, content_hash, sort_header};
 use pstat_data::error::Malformed;
 use pstat_tables::Probe;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -333,21 +333,6 @@ fn finite(scores: &[f32], what: impl Fn(usize) -> String) -> Result<()> {
             scores[i]
         )),
     }
-}
-
-/// Rewrites a safetensors header in place with its keys sorted (serde_json's map is ordered):
-/// the writer lays the metadata out in hash order, and a saved probe must have the same bytes
-/// in every run. The keys and values are the same, so the header keeps its length.
-fn sort_header(bytes: &mut [u8]) {
-    let len = u64::from_le_bytes(bytes[..8].try_into().expect("8-byte length")) as usize;
-    let header = &bytes[8..8 + len];
-    let text = std::str::from_utf8(header).expect("the writer's header is UTF-8");
-    let value: serde_json::Value =
-        serde_json::from_str(text.trim_end()).expect("the writer's header is JSON");
-    let sorted = serde_json::to_vec(&value).expect("a JSON value serializes");
-    assert!(sorted.len() <= len, "a sorted header is no longer");
-    bytes[8..8 + sorted.len()].copy_from_slice(&sorted);
-    bytes[8 + sorted.len()..8 + len].fill(b' ');
 }
 
 #[cfg(test)]
