@@ -12,7 +12,10 @@ one) it reads `statements.jsonl` and writes `layer_LL.safetensors` for the layer
 lists (or --layers): every token's hidden state `hidden_states[LL]` (the output of block LL, as
 pstat counts layers; for the last block its output before the final norm, which transformers'
 last `hidden_states` entry includes), in the same ragged format and with the same metadata pstat
-writes, so that pstat checks them like its own files.
+writes, so that pstat checks them like its own files. For every `contextual/<context>/context.json`
+of a cell (the contextual stage's belief contexts, for `contextual.activations`) it feeds each
+listed statement with the context's tokens inserted at `insert_at` and writes the statement's
+rows without the context's into that folder, with the context's token hash.
 
 The model is fed exactly the token ids pstat feeds (statements.jsonl), never its own
 tokenization. Before any forward pass the Hugging Face tokenizer of the folder must give the same
@@ -246,25 +249,53 @@ def main():
         if args.pstat:
             check_with_pstat(args.pstat, args.pstat_model or args.model, tokenizer, statements, chat, cell)
         states = extract(model, statements, layers, args.batch_tokens, args.device)
-        token_ids = [t for s in statements for t in s["token_ids"]]
-        lengths = [len(s["token_ids"]) for s in statements]
-        for l in layers:
-            metadata = {
-                "statement_ids": json.dumps([s["id"] for s in statements]),
-                "hidden": str(export["hidden"]),
-                "model_sha256": export["model_sha256"],
-                "input": export["input"],
-                "data_hash": export["data_hash"],
-                "layer": str(l),
-                "extractor": f"transformers {transformers.__version__} {dtype} {args.device} {args.model}",
+        extractor = f"transformers {transformers.__version__} {dtype} {args.device} {args.model}"
+        write_layers(cell, export, statements, states, layers, {"extractor": extractor})
+        by_id = {s["id"]: s for s in statements}
+        for context_file in sorted((cell / "contextual").rglob("context.json")):
+            context = json.loads(context_file.read_text())
+            at, tokens = context["insert_at"], context["context_token_ids"]
+            held_out = [by_id[i] for i in context["statements"]]
+            whole = [
+                {"id": s["id"], "token_ids": s["token_ids"][:at] + tokens + s["token_ids"][at:]}
+                for s in held_out
+            ]
+            context_layers = [int(l) for l in args.layers.split(",")] if args.layers else context["layers"]
+            rows = extract(model, whole, context_layers, args.batch_tokens, args.device)
+            # The probe reads the statement's own rows: the context's are left out.
+            kept = {
+                l: [np.concatenate([r[:at], r[at + len(tokens):]]) for r in rows[l]]
+                for l in context_layers
             }
-            values = np.concatenate(states[l]) if statements else np.zeros((0, export["hidden"]))
-            path = cell / f"layer_{l:02d}.safetensors"
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(ragged_file(values.astype(np.float32), lengths, token_ids, metadata))
-            tmp.replace(path)
-            print(path)
+            metadata = {
+                "extractor": extractor,
+                "context_tokens_sha256": context["context_tokens_sha256"],
+                "context_tokens": str(len(tokens)),
+            }
+            write_layers(context_file.parent, export, held_out, kept, context_layers, metadata)
 
+
+def write_layers(folder: Path, export: dict, statements, states, layers, extra: dict):
+    """Writes `layer_LL.safetensors` in `folder` for every layer of `states` (per layer, each
+    statement's rows), with export.json's provenance and the `extra` metadata."""
+    token_ids = [t for s in statements for t in s["token_ids"]]
+    lengths = [len(s["token_ids"]) for s in statements]
+    for l in layers:
+        metadata = {
+            "statement_ids": json.dumps([s["id"] for s in statements]),
+            "hidden": str(export["hidden"]),
+            "model_sha256": export["model_sha256"],
+            "input": export["input"],
+            "data_hash": export["data_hash"],
+            "layer": str(l),
+            **extra,
+        }
+        values = np.concatenate(states[l]) if statements else np.zeros((0, export["hidden"]))
+        path = folder / f"layer_{l:02d}.safetensors"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(ragged_file(values.astype(np.float32), lengths, token_ids, metadata))
+        tmp.replace(path)
+        print(path)
 
 if __name__ == "__main__":
     main()

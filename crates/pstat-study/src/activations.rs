@@ -1,16 +1,17 @@
 //! Where a run's activations come from: the cache under `$PSTAT_HOME/activations` (extracted
 //! by the embedded runtime on a miss), or a folder of activations computed elsewhere
 //! (`representational.activations`), checked against the run before any probe sees them.
-//! The export writes that folder's layout from a run config (docs/activations.md).
+//! [`crate::export`] writes that folder's layout from a run config (docs/activations.md).
 //!
 //! An activation folder holds, per model and domain, `<model>/<domain>/`:
 //! - `layer_LL.safetensors`: the ragged per-token activations of one layer
 //!   ([`pstat_data::activations`]) with the provenance metadata [`Provenance`] lists;
 //! - `statements.jsonl`: the statements in the run's order, `{"id", "text", "token_ids"}`, the
 //!   token ids being those pstat feeds (what an outside extractor must feed too);
-//! - `export.json`: the [`Provenance`] and the layers the run reads.
+//! - `export.json`: the [`Provenance`] and the layers the run reads;
+//! - `contextual/<context>/`: the held-out statements after each belief context, for the
+//!   contextual stage (`context.json` and layer files; [`crate::contextual`]).
 
-use crate::config::RunConfig;
 use crate::lock::WorkLock;
 use crate::model::LoadedModel;
 use crate::progress::Progress;
@@ -20,7 +21,7 @@ use pstat_data::activations::{Activations, ActivationsError, Precision, move_asi
 use pstat_data::artifact::sha256_hex;
 use pstat_data::{Dataset, Domain};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -42,7 +43,7 @@ pub(crate) fn extract_layers(
 }
 
 /// The statements whose activations a run reads, in the order it reads them.
-fn run_statements(study: &Study, domain: Domain) -> Vec<String> {
+pub(crate) fn run_statements(study: &Study, domain: Domain) -> Vec<String> {
     let mut ids = study.train_ids(domain);
     ids.extend(study.held_out_true(domain));
     ids
@@ -317,7 +318,7 @@ fn cache_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// `layer_LL.safetensors` in `dir` (the cache's and an activation folder's name alike).
-fn layer_path(dir: &Path, layer: usize) -> PathBuf {
+pub(crate) fn layer_path(dir: &Path, layer: usize) -> PathBuf {
     dir.join(format!("layer_{layer:02}.safetensors"))
 }
 
@@ -357,7 +358,8 @@ impl Provenance {
         ]
     }
 
-    fn stamp(&self, acts: &mut Activations, layer: usize) {
+    /// Writes the provenance and `layer` into the metadata of `acts`.
+    pub(crate) fn stamp(&self, acts: &mut Activations, layer: usize) {
         for (key, value) in self.fields() {
             acts.metadata.insert(key.into(), value.into());
         }
@@ -413,7 +415,7 @@ pub fn imported_activations(
 }
 
 /// Whether `acts` is the run's layer `layer`: the reason it is not, naming the field.
-fn check_import(
+pub(crate) fn check_import(
     acts: &Activations,
     expected: &Provenance,
     layer: usize,
@@ -422,21 +424,9 @@ fn check_import(
     tokens: &[Vec<u32>],
 ) -> Result<(), String> {
     let layer = layer.to_string();
-    for (key, want) in expected
-        .fields()
-        .into_iter()
-        .chain([("layer", layer.as_str())])
-    {
-        match acts.metadata.get(key) {
-            None => return Err(format!("metadata lacks `{key}` (expected {want:?})")),
-            Some(found) if found != want => {
-                return Err(format!(
-                    "metadata `{key}` is {found:?}, but the run has {want:?}"
-                ));
-            }
-            Some(_) => {}
-        }
-    }
+    let mut fields = expected.fields().to_vec();
+    fields.push(("layer", &layer));
+    check_metadata(acts, &fields)?;
     if acts.hidden != hidden {
         return Err(format!(
             "`values` has {} columns, but the model's hidden size is {hidden}",
@@ -481,114 +471,21 @@ fn check_import(
     Ok(())
 }
 
-/// One line of `statements.jsonl`.
-#[derive(Serialize)]
-struct StatementLine<'a> {
-    id: &'a str,
-    text: &'a str,
-    token_ids: &'a [u32],
-}
-
-/// `export.json`: what the files of a cell must match, and which layers the run reads.
-#[derive(Serialize)]
-struct ExportRecord<'a> {
-    model: &'a str,
-    domain: Domain,
-    #[serde(flatten)]
-    provenance: &'a Provenance,
-    hidden: usize,
-    n_layers: usize,
-    layers: &'a [usize],
-    statements: usize,
-}
-
-/// Writes the activation folder of `config` into `out`: for every model and domain the
-/// statements it reads with their token ids, `export.json`, and (unless `statements_only`)
-/// the layer files, taken from the cache or extracted into it. The layers are the veracity
-/// layer (fixed in the config, else the paper's) with the probes' offsets, or every layer
-/// when the veracity layer is chosen by the run. Returns the cell folders written.
-pub fn export(
-    config: RunConfig,
-    out: &Path,
-    statements_only: bool,
-    progress: &mut dyn Progress,
-) -> anyhow::Result<Vec<PathBuf>> {
-    config.validate()?;
-    if config.representational.activations.is_some() {
-        bail!(
-            "representational.activations is set: the export computes activations, leave it out of the config"
-        );
-    }
-    // The split is the run's (same config, same split), built in memory: nothing is written
-    // beside the export.
-    let study = Study::preview(config, out)?;
-    let mut written = Vec::new();
-    for name in &study.config.models {
-        let model = LoadedModel::load(name, study.config.precision)?;
-        for &domain in &study.config.domains {
-            let layers = export_layers(&study, &model, domain)?;
-            let data = study.data(domain);
-            let ids = run_statements(&study, domain);
-            let tokens = model.encode_statements(data, &ids)?;
-            let provenance = Provenance::of(&model, data);
-            let cell = cell_dir(out, &model.name, domain);
-            let text: BTreeMap<&str, &str> = data
-                .statements
-                .iter()
-                .map(|s| (s.id.as_str(), s.text.as_str()))
-                .collect();
-            let lines: Vec<StatementLine> = ids
-                .iter()
-                .zip(&tokens)
-                .map(|(id, token_ids)| StatementLine {
-                    id,
-                    text: text[id.as_str()],
-                    token_ids,
-                })
-                .collect();
-            crate::io::write_jsonl(&cell.join("statements.jsonl"), &lines)?;
-            crate::io::write_json(
-                &cell.join("export.json"),
-                &ExportRecord {
-                    model: &model.name,
-                    domain,
-                    provenance: &provenance,
-                    hidden: model.lm.hidden_size(),
-                    n_layers: model.lm.n_layers(),
-                    layers: &layers,
-                    statements: ids.len(),
-                },
-            )?;
-            if !statements_only {
-                progress.stage(&format!("{} {domain}: activations", model.name));
-                let acts = cached_activations(&model, data, &ids, &layers, progress)?;
-                for (layer, a) in acts {
-                    a.write(&layer_path(&cell, layer), Precision::F16)?;
-                }
+/// Whether the metadata of `acts` holds every `(key, value)` of `fields`: the first that it
+/// lacks or that differs, named.
+pub(crate) fn check_metadata(acts: &Activations, fields: &[(&str, &str)]) -> Result<(), String> {
+    for &(key, want) in fields {
+        match acts.metadata.get(key) {
+            None => return Err(format!("metadata lacks `{key}` (expected {want:?})")),
+            Some(found) if found != want => {
+                return Err(format!(
+                    "metadata `{key}` is {found:?}, but the run has {want:?}"
+                ));
             }
-            written.push(cell);
+            Some(_) => {}
         }
     }
-    Ok(written)
-}
-
-/// The layers a run of `study` reads for (`model`, `domain`) when its veracity layer is known
-/// before the run (fixed in the config, or the paper's), else every layer.
-fn export_layers(study: &Study, model: &LoadedModel, domain: Domain) -> anyhow::Result<Vec<usize>> {
-    let cfg = &study.config.representational;
-    let n = model.lm.n_layers();
-    let Some(veracity) = cfg
-        .veracity_layer
-        .or_else(|| pstat_lm::paper::paper_layer(&model.lm, domain))
-    else {
-        return Ok((1..=n).collect());
-    };
-    let mut layers = BTreeSet::from([veracity]);
-    for &probe in &cfg.probes {
-        let window = cfg.window(probe, veracity, n, &model.name)?;
-        layers.extend(window.all());
-    }
-    Ok(layers.into_iter().collect())
+    Ok(())
 }
 
 #[cfg(test)]

@@ -283,11 +283,19 @@ pub struct Contextual {
     /// Whether the stage runs (where the representational and behavioral stages do: it reads
     /// the probes of one and the contexts of the other).
     pub enabled: bool,
+    /// A folder of the statements' hidden states after each context, computed elsewhere
+    /// (docs/activations.md, `<model>/<domain>/contextual/<context>/layer_LL.safetensors`):
+    /// the stage reads and checks them instead of running the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activations: Option<String>,
 }
 
 impl Default for Contextual {
     fn default() -> Self {
-        Contextual { enabled: true }
+        Contextual {
+            enabled: true,
+            activations: None,
+        }
     }
 }
 
@@ -659,6 +667,11 @@ impl RunConfig {
             && !Path::new(dir).is_dir()
         {
             bail!("representational.activations: {dir:?} is not a folder");
+        }
+        if let Some(dir) = &self.contextual.activations
+            && !Path::new(dir).is_dir()
+        {
+            bail!("contextual.activations: {dir:?} is not a folder");
         }
         if self.behavioral.formats == Formats::Listed(Vec::new()) {
             bail!("behavioral.formats is empty");

@@ -17,15 +17,19 @@
 //! A unit reads every probe of its cell, which the shards of a run fit apart, so the stage
 //! runs where the run is assembled (as the clustering does).
 
+use crate::activations::{Provenance, check_import, check_metadata, layer_path};
 use crate::config::RunConfig;
 use crate::io::{read_record, write_manifest, write_record_vouching};
+use crate::model::LoadedModel;
 use crate::progress::Progress;
 use crate::stage::{Cell, CellPlan, Handoff, Stage, Tables};
 use crate::study::Study;
 use crate::unit::{PlannedUnit, UnitKey, Work};
 use anyhow::{Context as _, bail};
-use pstat_data::Condition;
+use pstat_data::activations::{Activations, Precision};
 use pstat_data::artifact::sha256_hex;
+use pstat_data::error::Malformed;
+use pstat_data::{Condition, Domain};
 use pstat_probe::TrainedProbe;
 use pstat_probe::perturbation::ProbeJudgment;
 use pstat_prompt::{Baseline, Draw, TrainingPool};
@@ -99,10 +103,10 @@ impl Stage for Contextual {
             ));
             return Ok(());
         }
-        let reader = Reader::new(cell, &probes)?;
+        let reader = Reader::new(cell)?;
         let mut judged = BTreeMap::new();
         for context in contexts(cell.study) {
-            let unit = reader.unit(&context, progress)?;
+            let unit = reader.unit(&probes, &context, progress)?;
             judged.insert(context.path(Path::new("")), unit);
         }
         tabulate(cell, veracity, &judged, tables, &mut handoff.retractions)
@@ -124,14 +128,20 @@ impl ContextUnit<'_> {
     /// `<contextual>/baseline_empty.json`, `<contextual>/k<K>/baseline_true.json` or
     /// `<contextual>/k<K>/<Θ>.json`.
     fn path(&self, dir: &Path) -> PathBuf {
+        let mut path = self.folder(dir).into_os_string();
+        path.push(".json");
+        PathBuf::from(path)
+    }
+
+    /// The unit's path without its extension: `<dir>/baseline_empty`, `<dir>/k<K>/baseline_true`
+    /// or `<dir>/k<K>/<Θ>` (an activation folder's files of the context go there).
+    fn folder(&self, dir: &Path) -> PathBuf {
         match self.k {
-            None => dir.join("baseline_empty.json"),
+            None => dir.join("baseline_empty"),
             Some(k) if self.condition.is_baseline() => dir
                 .join(format!("k{k}"))
-                .join(format!("baseline_{}.json", self.baseline)),
-            Some(k) => dir
-                .join(format!("k{k}"))
-                .join(format!("{}.json", self.condition.name)),
+                .join(format!("baseline_{}", self.baseline)),
+            Some(k) => dir.join(format!("k{k}")).join(&self.condition.name),
         }
     }
 }
@@ -224,6 +234,9 @@ struct ContextInputs {
     model_sha256: String,
     /// Per `<probe>@<layer>`, the sha256 of the baseline probe's file.
     probes: BTreeMap<String, String>,
+    /// Per imported file (`layer_LL.safetensors`), its sha256; empty when the model ran.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    imported: BTreeMap<String, String>,
 }
 
 /// A contextual unit's record (`<unit>.json`, hash-checked): its inputs, the context's size
@@ -245,10 +258,9 @@ impl ContextRecord {
 }
 
 /// What reading a cell's contexts needs: the held-out statements split around where the
-/// context goes, the training pool the contexts are drawn from and the baseline probes.
+/// context goes and the training pool the contexts are drawn from.
 struct Reader<'a> {
     cell: &'a Cell<'a>,
-    probes: &'a BaselineProbes,
     pool: TrainingPool<'a>,
     held_out: Vec<String>,
     /// The tokens before each statement (BOS, the opening of the user turn): the same for
@@ -258,8 +270,25 @@ struct Reader<'a> {
     tails: Vec<Vec<u32>>,
 }
 
+/// A context as the model reads it.
+struct ContextTokens {
+    /// The drawn statements' ids, in input order.
+    ids: Vec<String>,
+    /// Set when the context holds fewer statements than asked for.
+    fewer: Option<String>,
+    /// The context block's tokens (none for the empty context).
+    tokens: Vec<u32>,
+}
+
+impl ContextTokens {
+    fn sha256(&self) -> String {
+        let bytes: Vec<u8> = self.tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+        sha256_hex(&bytes)
+    }
+}
+
 impl<'a> Reader<'a> {
-    fn new(cell: &'a Cell<'a>, probes: &'a BaselineProbes) -> anyhow::Result<Self> {
+    fn new(cell: &'a Cell<'a>) -> anyhow::Result<Self> {
         let study = cell.study;
         let held_out = study.held_out_true(cell.domain);
         let text: BTreeMap<&str, &str> = study
@@ -290,7 +319,6 @@ impl<'a> Reader<'a> {
         }
         Ok(Reader {
             cell,
-            probes,
             pool: TrainingPool::new(cell.domain, &study.datasets, &study.splits)?,
             held_out,
             lead: lead.unwrap_or_default(),
@@ -298,48 +326,67 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// The unit of `context`: read back when stored from the same inputs, else computed and
-    /// stored.
-    fn unit(
-        &self,
-        context: &ContextUnit,
-        progress: &mut dyn Progress,
-    ) -> anyhow::Result<ContextRecord> {
-        let cell = self.cell;
-        let study = cell.study;
-        progress.unit(&context.key(&cell.model.name, cell.domain));
+    /// The statement `i` of the held-out order as its probe was trained on it: the lead, then
+    /// its own tokens (the rows a probe reads; the context goes between them).
+    fn statement_tokens(&self, i: usize) -> Vec<u32> {
+        let mut tokens = self.lead.clone();
+        tokens.extend_from_slice(&self.tails[i]);
+        tokens
+    }
+
+    /// The context of `context`: the behavioral stage's main draw, as the prompt words it.
+    fn context(&self, context: &ContextUnit) -> anyhow::Result<ContextTokens> {
+        let study = self.cell.study;
         let spec = crate::behavioral::context_spec(
             study,
-            cell.domain,
+            self.cell.domain,
             context.k.unwrap_or(0),
             context.baseline,
         );
         let drawn = self.pool.draw(&spec, context.condition, Draw::Main)?;
         let lines: Vec<&str> = drawn.texts.iter().map(String::as_str).collect();
         let block = pstat_prompt::template::context_block(study.config.protocol, &lines);
-        let context_tokens = if block.is_empty() {
+        let tokens = if block.is_empty() {
             Vec::new()
         } else {
-            cell.model
-                .encoder
-                .tokenizer()
-                .encode(&block, false, false)?
+            (self.cell.model.encoder.tokenizer()).encode(&block, false, false)?
+        };
+        Ok(ContextTokens {
+            ids: drawn.ids,
+            fewer: drawn.fewer,
+            tokens,
+        })
+    }
+
+    /// The unit of `context`: read back when stored from the same inputs, else computed (from
+    /// the model, or from the imported hidden states) and stored.
+    fn unit(
+        &self,
+        probes: &BaselineProbes,
+        context: &ContextUnit,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<ContextRecord> {
+        let cell = self.cell;
+        let study = cell.study;
+        progress.unit(&context.key(&cell.model.name, cell.domain));
+        let drawn = self.context(context)?;
+        let imported = match &study.config.contextual.activations {
+            Some(dir) => Some(self.imported(Path::new(dir), context, &drawn, &probes.layers)?),
+            None => None,
         };
         let inputs = ContextInputs {
             context_ids: drawn.ids.clone(),
-            context_tokens_sha256: sha256_hex(
-                &context_tokens
-                    .iter()
-                    .flat_map(|t| t.to_le_bytes())
-                    .collect::<Vec<u8>>(),
-            ),
-            context_tokens: context_tokens.len(),
+            context_tokens_sha256: drawn.sha256(),
+            context_tokens: drawn.tokens.len(),
             statements_sha256: pstat_prompt::record::ids_sha256(
                 &self.held_out.iter().map(String::as_str).collect::<Vec<_>>(),
             ),
             model_sha256: cell.model.lm.sha256().to_string(),
-            probes: (self.probes.by_key.iter())
+            probes: (probes.by_key.iter())
                 .map(|(k, (_, _, _, sha))| (k.clone(), sha.clone()))
+                .collect(),
+            imported: (imported.iter().flatten())
+                .map(|(layer, (_, sha))| (format!("layer_{layer:02}.safetensors"), sha.clone()))
                 .collect(),
         };
         let path = context.path(&cell.dir(NAME));
@@ -359,19 +406,32 @@ impl<'a> Reader<'a> {
                 return Ok(stored);
             }
             progress.note(&format!(
-                "{}: computed from other inputs (context, statements, model or probes); recomputed",
+                "{}: computed from other inputs (context, statements, model, probes or imported files); recomputed",
                 path.display()
             ));
         }
         progress.start(&label, self.tails.len());
-        let judgments = self
-            .judge(&context_tokens, progress)
-            .with_context(|| format!("{label} ({})", path.display()))?;
+        let mut judge = Judge::new(probes);
+        let judged = match &imported {
+            Some(files) => {
+                let judged = self.held_out.iter().enumerate().try_for_each(|(i, id)| {
+                    let bags: Vec<&[f32]> = files.values().map(|(a, _)| a.statement(i)).collect();
+                    judge.statement(id, &bags)
+                });
+                progress.advance(self.held_out.len());
+                judged
+            }
+            None => self.each_statement(&drawn.tokens, &probes.layers, progress, |i, bags| {
+                let bags: Vec<&[f32]> = bags.iter().map(Vec::as_slice).collect();
+                judge.statement(&self.held_out[i], &bags)
+            }),
+        };
+        judged.with_context(|| format!("{label} ({})", path.display()))?;
         progress.finish(false);
         let record = ContextRecord {
             inputs,
             fewer: drawn.fewer,
-            judgments,
+            judgments: judge.judgments,
         };
         write_manifest(
             &study
@@ -391,16 +451,18 @@ impl<'a> Reader<'a> {
         Ok(record)
     }
 
-    /// Every held-out statement after `context_tokens`, judged by every baseline probe.
-    fn judge(
+    /// Every held-out statement run after `context`, in held-out order: `each` gets its index
+    /// and, per layer of `layers`, its rows (the lead's, then its own tokens'), flattened.
+    fn each_statement(
         &self,
-        context_tokens: &[u32],
+        context: &[u32],
+        layers: &[usize],
         progress: &mut dyn Progress,
-    ) -> anyhow::Result<BTreeMap<String, Vec<ProbeJudgment>>> {
+        mut each: impl FnMut(usize, Vec<Vec<f32>>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         let lm = &self.cell.model.lm;
-        let layers = &self.probes.layers;
         let mut prefix_tokens = self.lead.clone();
-        prefix_tokens.extend_from_slice(context_tokens);
+        prefix_tokens.extend_from_slice(context);
         let prefix = if prefix_tokens.is_empty() {
             None
         } else {
@@ -413,37 +475,184 @@ impl<'a> Reader<'a> {
             lm.hidden_states(std::slice::from_ref(&self.lead), layers)?
                 .remove(0)
         };
-        let mut judgments: BTreeMap<String, Vec<ProbeJudgment>> = BTreeMap::new();
         let mut next = 0;
         for chunk in self.tails.chunks(STATEMENTS_PER_CALL) {
-            let states = lm.hidden_states_after(prefix.as_ref(), chunk, layers)?;
-            for rows in states {
-                let id = &self.held_out[next];
-                for (key, (_, layer, probe, _)) in &self.probes.by_key {
-                    let at = layers
-                        .binary_search(layer)
-                        .expect("a probe's layer is read");
-                    let mut bag = lead_rows[at].clone();
-                    bag.extend_from_slice(&rows[at]);
-                    let score = probe.score(&bag);
-                    if !score.is_finite() {
-                        bail!("{key}: the score of statement `{id}` after its context is {score}");
-                    }
-                    judgments
-                        .entry(key.clone())
-                        .or_default()
-                        .push(ProbeJudgment {
-                            id: id.clone(),
-                            score,
-                            judged_true: TrainedProbe::label(score) == 1,
-                        });
-                }
+            for rows in lm.hidden_states_after(prefix.as_ref(), chunk, layers)? {
+                let bags = (lead_rows.iter().zip(rows))
+                    .map(|(lead, own)| [lead.as_slice(), &own].concat())
+                    .collect();
+                each(next, bags)?;
                 next += 1;
             }
             progress.advance(chunk.len());
         }
-        Ok(judgments)
+        Ok(())
     }
+
+    /// The hidden states of `context` at `layers` from an activation folder computed elsewhere
+    /// (`<dir>/<model>/<domain>/contextual/<context>/layer_LL.safetensors`), each with its
+    /// file's sha256; every file is checked against the run, the context's tokens included.
+    fn imported(
+        &self,
+        dir: &Path,
+        context: &ContextUnit,
+        drawn: &ContextTokens,
+        layers: &[usize],
+    ) -> anyhow::Result<BTreeMap<usize, (Activations, String)>> {
+        let cell = self.cell;
+        let folder = context.folder(&imported_dir(dir, cell.model, cell.domain));
+        let provenance = Provenance::of(cell.model, cell.study.data(cell.domain));
+        let tokens: Vec<Vec<u32>> = (0..self.held_out.len())
+            .map(|i| self.statement_tokens(i))
+            .collect();
+        let (sha, count) = (drawn.sha256(), drawn.tokens.len().to_string());
+        let mut out = BTreeMap::new();
+        for &layer in layers {
+            let path = layer_path(&folder, layer);
+            if !path.exists() {
+                bail!(
+                    "{}: missing (contextual.activations = {:?} has no layer {layer} of this context; `pstat activations export` writes it)",
+                    path.display(),
+                    dir.display().to_string(),
+                );
+            }
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let acts = Activations::from_bytes(&bytes).map_err(|Malformed(reason)| {
+                anyhow::anyhow!(
+                    "{}: refused: not a valid activation file, or damaged ({reason})",
+                    path.display()
+                )
+            })?;
+            let hidden = cell.model.lm.hidden_size();
+            check_import(&acts, &provenance, layer, hidden, &self.held_out, &tokens)
+                .and_then(|()| {
+                    check_metadata(
+                        &acts,
+                        &[("context_tokens_sha256", &sha), ("context_tokens", &count)],
+                    )
+                })
+                .map_err(|e| anyhow::anyhow!("{}: refused: {e}", path.display()))?;
+            out.insert(layer, (acts, sha256_hex(&bytes)));
+        }
+        Ok(out)
+    }
+}
+
+/// The judgments of a unit, statement by statement, by every baseline probe.
+struct Judge<'p> {
+    probes: &'p BaselineProbes,
+    judgments: BTreeMap<String, Vec<ProbeJudgment>>,
+}
+
+impl<'p> Judge<'p> {
+    fn new(probes: &'p BaselineProbes) -> Self {
+        Judge {
+            probes,
+            judgments: BTreeMap::new(),
+        }
+    }
+
+    /// Judges statement `id` from its bag at every probe layer (`bags[i]`: the rows at
+    /// `probes.layers[i]`).
+    fn statement(&mut self, id: &str, bags: &[&[f32]]) -> anyhow::Result<()> {
+        for (key, (_, layer, probe, _)) in &self.probes.by_key {
+            let at = (self.probes.layers)
+                .binary_search(layer)
+                .expect("a probe's layer is read");
+            let score = probe.score(bags[at]);
+            if !score.is_finite() {
+                bail!("{key}: the score of statement `{id}` after its context is {score}");
+            }
+            self.judgments
+                .entry(key.clone())
+                .or_default()
+                .push(ProbeJudgment {
+                    id: id.to_string(),
+                    score,
+                    judged_true: TrainedProbe::label(score) == 1,
+                });
+        }
+        Ok(())
+    }
+}
+
+/// `<dir>/<model>/<domain>/contextual`: a cell's contexts in an activation folder.
+fn imported_dir(dir: &Path, model: &LoadedModel, domain: Domain) -> PathBuf {
+    crate::activations::cell_dir(dir, &model.name, domain).join(NAME)
+}
+
+/// One line of a context's `context.json` in an activation folder: what an extractor elsewhere
+/// feeds for each statement (its `token_ids` of `statements.jsonl` with `context_token_ids`
+/// inserted at `insert_at`) and what it keeps (every row but the context's).
+#[derive(Serialize)]
+struct ContextExport<'a> {
+    condition: &'a str,
+    k: Option<usize>,
+    baseline: Baseline,
+    context_ids: &'a [String],
+    context_token_ids: &'a [u32],
+    context_tokens_sha256: String,
+    insert_at: usize,
+    statements: &'a [String],
+    layers: &'a [usize],
+}
+
+/// Writes the contexts of a cell into an activation folder's cell `<out>/<model>/<domain>`:
+/// per context `contextual/<context>/context.json` and, unless `statements_only`, the
+/// held-out statements' hidden states after it at `layers` (computed by the model, stored in
+/// f32 so a run reading them judges as one that computes them).
+pub(crate) fn export(
+    cell: &Cell,
+    out: &Path,
+    layers: &[usize],
+    statements_only: bool,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let reader = Reader::new(cell)?;
+    let provenance = Provenance::of(cell.model, cell.study.data(cell.domain));
+    let hidden = cell.model.lm.hidden_size();
+    for context in contexts(cell.study) {
+        let drawn = reader.context(&context)?;
+        let folder = context.folder(&imported_dir(out, cell.model, cell.domain));
+        crate::io::write_json(
+            &folder.join("context.json"),
+            &ContextExport {
+                condition: &context.condition.name,
+                k: context.k,
+                baseline: context.baseline,
+                context_ids: &drawn.ids,
+                context_token_ids: &drawn.tokens,
+                context_tokens_sha256: drawn.sha256(),
+                insert_at: reader.lead.len(),
+                statements: &reader.held_out,
+                layers,
+            },
+        )?;
+        if statements_only {
+            continue;
+        }
+        let label = format!("{} {} {}", cell.model.name, cell.domain, folder.display());
+        progress.start(&label, reader.held_out.len());
+        let mut acts: Vec<Activations> = layers.iter().map(|_| Activations::new(hidden)).collect();
+        reader.each_statement(&drawn.tokens, layers, progress, |i, bags| {
+            let tokens = reader.statement_tokens(i);
+            for (a, bag) in acts.iter_mut().zip(bags) {
+                a.push(&reader.held_out[i], &tokens, &bag);
+            }
+            Ok(())
+        })?;
+        progress.finish(false);
+        for (&layer, mut a) in layers.iter().zip(acts) {
+            provenance.stamp(&mut a, layer);
+            a.metadata
+                .insert("context_tokens_sha256".into(), drawn.sha256());
+            a.metadata
+                .insert("context_tokens".into(), drawn.tokens.len().to_string());
+            a.write(&layer_path(&folder, layer), Precision::F32)?;
+        }
+    }
+    Ok(())
 }
 
 /// The stability rows of every (K, baseline) against its baseline unit; at the main K against

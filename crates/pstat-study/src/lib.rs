@@ -16,6 +16,7 @@ pub mod comparisons;
 pub mod config;
 pub mod contextual;
 pub mod costs;
+pub mod export;
 pub mod familiarity;
 mod io;
 pub mod layout;

@@ -1,10 +1,13 @@
 //! The contextual stage on a tiny random-weight Llama (`tiny_llama`): what each unit records
 //! is the baseline probe's reading of the statement run after its context from scratch — the
 //! context's KV cache reused across statements changes no judgment — and with an empty
-//! context it is the representational stage's own reading.
+//! context it is the representational stage's own reading. The hidden states after each
+//! context, exported and read back by another run (`contextual.activations`), give the same
+//! tables; a file made after another context is refused.
 
 mod tiny_llama;
 
+use pstat_data::activations::{Activations, Precision};
 use pstat_probe::TrainedProbe;
 use pstat_study::{LoadedModel, RunConfig, Silent, Study, execute};
 use serde_json::Value;
@@ -158,4 +161,72 @@ fn contextual_units_read_the_statement_after_its_context_as_a_whole_sequence_wou
         .filter(|((_, a), (_, b))| !close(*a, *b, 1e-3))
         .count();
     assert!(moved > 0, "the context changed no score");
+
+    imported_contexts_give_the_same_tables(&study, dir.path(), &out, &context_tokens);
+}
+
+/// The run's contexts exported (hidden states computed by the model) and read back by another
+/// run give the same tables; a file whose context tokens are not the run's is refused, naming
+/// the file and the field.
+fn imported_contexts_give_the_same_tables(
+    study: &Study,
+    dir: &Path,
+    out: &Path,
+    context_tokens: &[u32],
+) {
+    let exported = dir.join("exported");
+    pstat_study::export::activations(study.config.clone(), &exported, false, &mut Silent).unwrap();
+    let unit = exported.join("tiny-llama/city_locations/contextual/k4/synthetic_tf");
+    let context: Value =
+        serde_json::from_slice(&std::fs::read(unit.join("context.json")).unwrap()).unwrap();
+    let listed: Vec<u32> = context["context_token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect();
+    assert_eq!(
+        listed, context_tokens,
+        "context.json lists the context's tokens"
+    );
+    for file in ["layer_02.safetensors", "layer_03.safetensors"] {
+        assert!(unit.join(file).exists(), "no {file}");
+    }
+
+    let run = |contexts: &Path, name: &str| {
+        let mut config = study.config.clone();
+        config.contextual.activations = Some(contexts.display().to_string());
+        let out = dir.join(name);
+        execute(config, &out, &mut Silent).map(|()| out)
+    };
+    let imported = run(&exported, "imported").unwrap();
+    for table in ["stability.csv", "comparisons.csv", "agreement.csv"] {
+        assert_eq!(
+            std::fs::read_to_string(out.join(table)).unwrap(),
+            std::fs::read_to_string(imported.join(table)).unwrap(),
+            "{table} differs"
+        );
+    }
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(imported.join("tiny-llama/city_locations/contextual/k4/synthetic_tf.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        record["record"]["inputs"]["imported"]["layer_03.safetensors"].is_string(),
+        "the unit names the files it read: {record}"
+    );
+
+    // Hidden states computed after another context: refused.
+    let file = unit.join("layer_03.safetensors");
+    let mut acts = Activations::read(&file).unwrap();
+    acts.metadata
+        .insert("context_tokens_sha256".into(), "0".repeat(64));
+    acts.write(&file, Precision::F32).unwrap();
+    let err = format!("{:#}", run(&exported, "tampered").unwrap_err());
+    assert!(
+        err.contains(&file.display().to_string())
+            && err.contains("metadata `context_tokens_sha256`"),
+        "{err}"
+    );
 }

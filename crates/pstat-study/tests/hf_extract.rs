@@ -5,6 +5,10 @@
 //! extraction, and from which the study's representational tables come out as from the
 //! in-process run: the same judgment of every statement under every condition, probe scores
 //! within 1e-2·(1 + |score|) (both stores round to f16; transformers sums in another order).
+//! The same holds for the contextual stage: hf_extract.py runs every held-out statement after
+//! each belief context listed in the folder (`contextual/<context>/context.json`), and the run
+//! that reads those files (`contextual.activations`) judges every statement as the in-process
+//! run does.
 //!
 //! The Python is PSTAT_TRANSFORMERS_PYTHON (scripts/test-references installs torch,
 //! transformers, numpy, safetensors and xxhash); without it the test says so and passes, except
@@ -42,7 +46,9 @@ fn config(model: &Path, activations: Option<&Path>) -> RunConfig {
         mass_mean_layer_offsets = [0, 1]
         veracity_layer = 1
         [behavioral]
-        enabled = false
+        k = [3]
+        baselines = ["empty"]
+        formats = ["plain"]
         [familiarity]
         enabled = false
         [clustering]
@@ -52,6 +58,7 @@ fn config(model: &Path, activations: Option<&Path>) -> RunConfig {
     ))
     .unwrap();
     config.representational.activations = activations.map(|p| p.display().to_string());
+    config.contextual.activations = activations.map(|p| p.display().to_string());
     config.validate().unwrap();
     config
 }
@@ -66,7 +73,7 @@ fn hf_extract_writes_activations_pstat_accepts_and_agrees_with() {
     unsafe { std::env::set_var("PSTAT_HOME", dir.path().join("home")) };
 
     let theirs = dir.path().join("hf");
-    pstat_study::activations::export(config(&model, None), &theirs, true, &mut Silent).unwrap();
+    pstat_study::export::activations(config(&model, None), &theirs, true, &mut Silent).unwrap();
     let output = Command::new(&python)
         .arg(root.join("tools/extract/hf_extract.py"))
         .args(["--model".as_ref(), model.as_os_str()])
@@ -92,7 +99,7 @@ fn hf_extract_writes_activations_pstat_accepts_and_agrees_with() {
     execute(config(&model, None), &own_run, &mut Silent).unwrap();
 
     let ours = dir.path().join("pstat");
-    pstat_study::activations::export(config(&model, None), &ours, false, &mut Silent).unwrap();
+    pstat_study::export::activations(config(&model, None), &ours, false, &mut Silent).unwrap();
     let cell = |root: &Path, layer: usize| -> PathBuf {
         root.join("hf")
             .join("city_locations")
@@ -135,4 +142,26 @@ fn hf_extract_writes_activations_pstat_accepts_and_agrees_with() {
         );
     }
     eprintln!("representational tables agree; largest |Δ| of a score or rate: {worst:.2e}");
+
+    // The contextual units: every statement after every context, judged alike.
+    let contexts = own_run.join("hf/city_locations/contextual");
+    let mut units = 0;
+    let mut worst = 0f64;
+    for unit in [
+        "baseline_empty.json",
+        "k3/synthetic_tf.json",
+        "k3/fictional.json",
+    ] {
+        let read = |run: &Path| -> Value {
+            let path = run.join("hf/city_locations/contextual").join(unit);
+            let record: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            record["record"]["judgments"].clone()
+        };
+        let imported = imported_run.join("hf/city_locations/contextual");
+        tables::same_tables(&read(&own_run), &read(&imported_run), unit, &mut worst);
+        assert!(imported.join(unit).exists() && contexts.join(unit).exists());
+        units += 1;
+    }
+    assert_eq!(units, 3);
+    eprintln!("contextual judgments agree; largest |Δ| of a score: {worst:.2e}");
 }

@@ -1,5 +1,5 @@
 //! Activations computed elsewhere (`representational.activations`) on the tiny random Llama:
-//! a run's activations exported by `pstat_study::activations::export` and read back by a
+//! a run's activations exported by `pstat_study::export::activations` and read back by a
 //! second run (with an empty activation cache, so nothing is extracted) give byte-identical
 //! stability tables; a damaged or tampered export is refused with the file and the field.
 
@@ -37,7 +37,7 @@ fn exported_activations_read_back_give_the_same_tables_and_tampering_is_refused(
     execute(config(&model, None), &plain, &mut Silent).unwrap();
     let exported = dir.path().join("exported");
     let cells =
-        pstat_study::activations::export(config(&model, None), &exported, false, &mut Silent)
+        pstat_study::export::activations(config(&model, None), &exported, false, &mut Silent)
             .unwrap();
     let cell = exported.join("tiny-llama").join("city_locations");
     assert_eq!(cells, std::slice::from_ref(&cell));

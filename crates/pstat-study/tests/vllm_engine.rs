@@ -237,7 +237,7 @@ fn vllm_hidden_state_files_import_to_pstats_hidden_states_and_judgments() {
 
     let model = &engine.model;
     let acts = engine.dir.join("acts-vllm");
-    pstat_study::activations::export(representational(model, None), &acts, true, &mut Silent)
+    pstat_study::export::activations(representational(model, None), &acts, true, &mut Silent)
         .unwrap();
     let cell = acts.join("tiny-llama-hd64/city_locations");
     let statements: Vec<Vec<u32>> = std::fs::read_to_string(cell.join("statements.jsonl"))

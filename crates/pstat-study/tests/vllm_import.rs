@@ -46,7 +46,7 @@ fn vllm_hidden_state_files_import_to_the_in_process_tables_and_foreign_tokens_ar
     let plain = dir.path().join("plain");
     execute(config(&model, None), &plain, &mut Silent).unwrap();
     let ours = dir.path().join("ours");
-    pstat_study::activations::export(config(&model, None), &ours, false, &mut Silent).unwrap();
+    pstat_study::export::activations(config(&model, None), &ours, false, &mut Silent).unwrap();
     let layers = [2usize, 3, 4];
     let own: Vec<Activations> = layers
         .iter()
@@ -62,7 +62,7 @@ fn vllm_hidden_state_files_import_to_the_in_process_tables_and_foreign_tokens_ar
 
     // The statements to feed vLLM, then one file per request, in no particular order.
     let theirs = dir.path().join("theirs");
-    pstat_study::activations::export(config(&model, None), &theirs, true, &mut Silent).unwrap();
+    pstat_study::export::activations(config(&model, None), &theirs, true, &mut Silent).unwrap();
     let cell = theirs.join("tiny-llama/city_locations");
     let files = dir.path().join("vllm-out");
     std::fs::create_dir_all(&files).unwrap();

@@ -51,7 +51,7 @@ pub fn run(command: ActivationsCommand) -> anyhow::Result<()> {
         ActivationsCommand::Export(args) => {
             let config = RunConfig::from_file(&args.config)?;
             let mut progress = super::run::reporter(&args.out, false, false);
-            for cell in pstat_study::activations::export(
+            for cell in pstat_study::export::activations(
                 config,
                 &args.out,
                 args.statements_only,
