@@ -1,6 +1,6 @@
 //! `pstat activations export` and `import --from vllm`: the activation folder of a run config (docs/activations.md), to
 //! copy to another run or to fill on another machine (tools/extract/hf_extract.py) and read
-//! back with `representational.activations`.
+//! back with `representational.activations` and `contextual.activations`.
 
 use crate::output::outln;
 use clap::{Args, Subcommand};
