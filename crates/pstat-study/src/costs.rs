@@ -389,7 +389,7 @@ mod tests {
         let (estimate, unestimated) = plan.remaining();
         assert_eq!(unestimated, 0);
         let (wall, rows) = measured_default_study();
-        assert_eq!(rows.len(), 8, "{rows:?}");
+        assert_eq!(rows.len(), 10, "{rows:?}");
         let stage = |kind: UnitKind| match kind {
             UnitKind::LayerSelection | UnitKind::Activations | UnitKind::Probe => {
                 "representational"
@@ -418,6 +418,9 @@ mod tests {
                 wrong.push(report.last().unwrap().clone());
             }
         }
+        report.push(format!(
+            "the default study: planned {estimate:.0} s, measured {wall:.0} s"
+        ));
         eprintln!("{}", report.join("\n"));
         assert!(
             (estimate / wall - 1.0).abs() <= 0.2,
