@@ -19,6 +19,7 @@ use crate::study::Study;
 use anyhow::bail;
 use pstat_data::activations::{Activations, ActivationsError, Precision, move_aside};
 use pstat_data::artifact::sha256_hex;
+use pstat_data::error::Malformed;
 use pstat_data::{Dataset, Domain};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -385,20 +386,13 @@ pub fn imported_activations(
     let mut out = BTreeMap::new();
     for &layer in layers {
         let path = layer_path(&cell, layer);
-        if !path.exists() {
-            bail!(
-                "{}: missing (representational.activations = {:?} has no layer {layer} of {} {}; `pstat activations export` writes it)",
-                path.display(),
+        let (acts, _) = read_imported(&path, || {
+            format!(
+                "representational.activations = {:?} has no layer {layer} of {} {}",
                 dir.display().to_string(),
                 model.name,
                 data.domain
-            );
-        }
-        let acts = Activations::read(&path).map_err(|e| match e {
-            ActivationsError::Corrupt { path, reason } => anyhow::anyhow!(
-                "{path}: refused: not a valid activation file, or damaged ({reason})"
-            ),
-            other => other.into(),
+            )
         })?;
         check_import(
             &acts,
@@ -412,6 +406,29 @@ pub fn imported_activations(
         out.insert(layer, acts);
     }
     Ok(out)
+}
+
+/// The imported activation file `path` and its bytes: refused, naming the file, when it is
+/// missing (`lacking` says what the folder lacks) or is not a valid, undamaged activation file.
+pub(crate) fn read_imported(
+    path: &Path,
+    lacking: impl FnOnce() -> String,
+) -> anyhow::Result<(Activations, Vec<u8>)> {
+    if !path.exists() {
+        bail!(
+            "{}: missing ({}; `pstat activations export` writes it)",
+            path.display(),
+            lacking()
+        );
+    }
+    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let acts = Activations::from_bytes(&bytes).map_err(|Malformed(reason)| {
+        anyhow::anyhow!(
+            "{}: refused: not a valid activation file, or damaged ({reason})",
+            path.display()
+        )
+    })?;
+    Ok((acts, bytes))
 }
 
 /// Whether `acts` is the run's layer `layer`: the reason it is not, naming the field.

@@ -17,7 +17,7 @@
 //! A unit reads every probe of its cell, which the shards of a run fit apart, so the stage
 //! runs where the run is assembled (as the clustering does).
 
-use crate::activations::{Provenance, check_import, check_metadata, layer_path};
+use crate::activations::{Provenance, check_import, check_metadata, layer_path, read_imported};
 use crate::config::RunConfig;
 use crate::io::{read_record, write_manifest, write_record_vouching};
 use crate::model::LoadedModel;
@@ -28,7 +28,6 @@ use crate::unit::{PlannedUnit, UnitKey, Work};
 use anyhow::{Context as _, bail};
 use pstat_data::activations::{Activations, Precision};
 use pstat_data::artifact::sha256_hex;
-use pstat_data::error::Malformed;
 use pstat_data::{Condition, Domain};
 use pstat_probe::TrainedProbe;
 use pstat_probe::perturbation::ProbeJudgment;
@@ -509,19 +508,10 @@ impl<'a> Reader<'a> {
         let mut out = BTreeMap::new();
         for &layer in layers {
             let path = layer_path(&folder, layer);
-            if !path.exists() {
-                bail!(
-                    "{}: missing (contextual.activations = {:?} has no layer {layer} of this context; `pstat activations export` writes it)",
-                    path.display(),
-                    dir.display().to_string(),
-                );
-            }
-            let bytes =
-                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            let acts = Activations::from_bytes(&bytes).map_err(|Malformed(reason)| {
-                anyhow::anyhow!(
-                    "{}: refused: not a valid activation file, or damaged ({reason})",
-                    path.display()
+            let (acts, bytes) = read_imported(&path, || {
+                format!(
+                    "contextual.activations = {:?} has no layer {layer} of this context",
+                    dir.display().to_string()
                 )
             })?;
             let hidden = cell.model.lm.hidden_size();
