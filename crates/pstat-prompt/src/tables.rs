@@ -1,6 +1,6 @@
 //! The behavioral side tables: how often each option was chosen (`answers.csv`) and how ρ_R
-//! varies over context draws (`resamples.csv`). Both are upserted by key, like
-//! `stability.csv`, so studies of other models, domains, formats and K add rows.
+//! varies over context draws (`resamples.csv`), one row per (model, domain, format, K,
+//! baseline, condition[, draw]), so studies of other models, domains, formats and K add rows.
 
 use crate::context::Draw;
 use crate::error::PromptError;

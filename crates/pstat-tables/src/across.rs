@@ -1,8 +1,8 @@
 //! The tables that summarise a run across its models (the authors' analysis-script tables) and
 //! its comparison families.
 
+use crate::Table;
 use crate::keys::{Baseline, Instantiation, Probe, PromptFormat};
-use crate::{Table, key_of, rows::opt};
 use serde::{Deserialize, Serialize};
 
 /// One row of `across_models.csv`: one perturbation of one selection (domain, instantiation,
@@ -59,19 +59,6 @@ pub struct AcrossModelRow {
 
 impl Table for AcrossModelRow {
     const FILE: &'static str = "across_models.csv";
-    fn key(&self) -> String {
-        key_of(&[
-            &self.domain,
-            self.instantiation.as_str(),
-            self.probe.as_str(),
-            &opt(&self.k),
-            &opt(&self.baseline),
-            &opt(&self.format),
-            &opt(&self.layer_offset),
-            &self.variant,
-            &self.condition,
-        ])
-    }
 }
 
 /// One row of `across_model_pairs.csv`: in how many of a selection's models one comparison of
@@ -114,19 +101,6 @@ pub struct AcrossModelPairRow {
 
 impl Table for AcrossModelPairRow {
     const FILE: &'static str = "across_model_pairs.csv";
-    fn key(&self) -> String {
-        key_of(&[
-            &self.domain,
-            self.instantiation.as_str(),
-            self.probe.as_str(),
-            &opt(&self.k),
-            &opt(&self.baseline),
-            &opt(&self.format),
-            &opt(&self.layer_offset),
-            &self.variant,
-            &self.comparison,
-        ])
-    }
 }
 
 /// The `domain` of a sign test over every domain: one difference per model, its mean over
@@ -176,16 +150,6 @@ pub struct SignTestRow {
 
 impl Table for SignTestRow {
     const FILE: &'static str = "sign_tests.csv";
-    fn key(&self) -> String {
-        key_of(&[
-            self.instantiation.as_str(),
-            self.probe.as_str(),
-            &self.variant,
-            &self.condition_a,
-            &self.condition_b,
-            &self.domain,
-        ])
-    }
 }
 
 /// One row of `comparison_families.csv`: a multiple-comparison family of `comparisons.csv`,
@@ -219,9 +183,6 @@ pub struct ComparisonFamilyRow {
 
 impl Table for ComparisonFamilyRow {
     const FILE: &'static str = "comparison_families.csv";
-    fn key(&self) -> String {
-        self.family.clone()
-    }
 }
 
 /// `across_models.json`: the three across-model tables in one file.

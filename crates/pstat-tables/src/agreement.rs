@@ -1,8 +1,8 @@
 //! `agreement.csv` (beyond the paper): whether two instantiations of one Θ retract the same
 //! held-out True statements.
 
+use crate::Table;
 use crate::keys::Instantiation;
-use crate::{Table, key_of};
 use serde::{Deserialize, Serialize};
 
 /// One row of `agreement.csv`: the retraction sets of instantiations `a` and `b` of one
@@ -47,13 +47,4 @@ pub struct AgreementRow {
 
 impl Table for AgreementRow {
     const FILE: &'static str = "agreement.csv";
-    fn key(&self) -> String {
-        key_of(&[
-            &self.model,
-            &self.domain,
-            &self.condition,
-            self.a.as_str(),
-            self.b.as_str(),
-        ])
-    }
 }

@@ -1,4 +1,4 @@
-//! Reading, writing and upserting tables. Writes are atomic (a reader never sees half a
+//! Reading and writing tables. Writes are atomic (a reader never sees half a
 //! file); a malformed file is an error naming the file and the line.
 
 use crate::Table;
@@ -102,25 +102,6 @@ pub fn write_table<T: Table>(dir: &Path, rows: &[T]) -> Result<(), TableError> {
         .map_err(|source| TableError::Io { path, source });
     }
     write_csv(&path, rows)
-}
-
-/// Replaces rows with the same key and appends new ones, keeping the table's order stable so
-/// a stage that is rerun rewrites its rows in place.
-pub fn upsert<T: Table>(rows: &mut Vec<T>, new: impl IntoIterator<Item = T>) {
-    for row in new {
-        let key = row.key();
-        match rows.iter_mut().find(|r| r.key() == key) {
-            Some(slot) => *slot = row,
-            None => rows.push(row),
-        }
-    }
-}
-
-/// Adds `new` to the table `T` of `dir`, replacing rows with the same key in place.
-pub fn upsert_table<T: Table>(dir: &Path, new: &[T]) -> Result<(), TableError> {
-    let mut rows = read_table_opt::<T>(dir)?.unwrap_or_default();
-    upsert(&mut rows, new.iter().cloned());
-    write_table(dir, &rows)
 }
 
 /// A JSON file of the run folder.

@@ -1,7 +1,7 @@
 #![warn(missing_docs)]
 //! The tables of a run folder. Every file a run writes for people and for the report has
 //! exactly one Rust type here, used by its writer, by the report and by the tests; the
-//! helpers read, write and upsert them. This crate has no model runtime, so the report does
+//! helpers read and write them. This crate has no model runtime, so the report does
 //! not pull one in.
 //!
 //! | file                        | type                  |
@@ -35,8 +35,7 @@ mod rows;
 pub use across::*;
 pub use agreement::AgreementRow;
 pub use io::{
-    TableError, read_csv, read_json, read_table, read_table_opt, upsert, upsert_table, write_csv,
-    write_json, write_table,
+    TableError, read_csv, read_json, read_table, read_table_opt, write_csv, write_json, write_table,
 };
 pub use keys::{
     Baseline, Instantiation, MIN_BASELINE_TRUE, Probe, PromptFormat, UnknownValue, main_k,
@@ -53,11 +52,4 @@ pub trait Table: Serialize + DeserializeOwned + Clone {
     /// Written as a header-only file when there are no rows (readers still see the columns);
     /// `None`: no rows, no file, so readers see "not computed" rather than an empty table.
     const EMPTY_HEADER: Option<&'static [&'static str]> = None;
-    /// The identifying columns: an upsert replaces the row with the same key.
-    fn key(&self) -> String;
-}
-
-/// Joins key parts with the unit separator, which no cell contains.
-fn key_of(parts: &[&str]) -> String {
-    parts.join("\u{1f}")
 }

@@ -1,8 +1,8 @@
 //! One type per table. Columns that do not apply, and undefined values, are empty cells,
 //! which pandas reads as NaN.
 
+use crate::Table;
 use crate::keys::{Baseline, Instantiation, Probe, PromptFormat};
-use crate::{Table, key_of};
 use serde::{Deserialize, Serialize};
 
 /// One row of `stability.csv`: ρ_R and ρ_E of one perturbation against its baseline, per
@@ -117,7 +117,10 @@ pub const RESAMPLE_REFIT: &str = "refit";
 /// `refit<i>`.
 pub const BASELINE_REFIT: &str = "baseline_refit";
 
-/// The identifying columns of a [`StabilityRow`], apart from the measured values.
+/// The identifying columns of a [`StabilityRow`], apart from the measured values: the one
+/// place they are spelled. Stability rows and the paired comparisons' rows are built from a
+/// `RowKey` (`pstat_stability::stability_row`, `pstat_stability::paired`), so the columns that
+/// join `stability.csv` to `comparisons.csv` cannot drift apart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct RowKey {
     /// See [`StabilityRow::model`].
@@ -162,7 +165,8 @@ impl StabilityRow {
         )
     }
 
-    /// The row's identifying columns.
+    /// The row's identifying columns (a comparison of this row's configuration is built from
+    /// them).
     pub fn row_key(&self) -> RowKey {
         RowKey {
             model: self.model.clone(),
@@ -211,27 +215,9 @@ pub const STABILITY_COLUMNS: [&str; 28] = [
     "exceeds_floor",
 ];
 
-pub(crate) fn opt<T: ToString>(v: &Option<T>) -> String {
-    v.as_ref().map_or(String::new(), T::to_string)
-}
-
 impl Table for StabilityRow {
     const FILE: &'static str = "stability.csv";
     const EMPTY_HEADER: Option<&'static [&'static str]> = Some(&STABILITY_COLUMNS);
-    fn key(&self) -> String {
-        key_of(&[
-            &self.model,
-            &self.domain,
-            self.instantiation.as_str(),
-            self.probe.as_str(),
-            &opt(&self.k),
-            &opt(&self.baseline),
-            &opt(&self.format),
-            &opt(&self.layer),
-            &self.condition,
-            &opt(&self.resample),
-        ])
-    }
 }
 
 /// One row of `comparisons.csv`: a paired comparison ρ_R(Θa) − ρ_R(Θb) of two perturbations of
@@ -340,21 +326,6 @@ pub const COMPARISON_COLUMNS: [&str; 27] = [
 impl Table for ComparisonRow {
     const FILE: &'static str = "comparisons.csv";
     const EMPTY_HEADER: Option<&'static [&'static str]> = Some(&COMPARISON_COLUMNS);
-    fn key(&self) -> String {
-        key_of(&[
-            &self.model,
-            &self.domain,
-            self.instantiation.as_str(),
-            self.probe.as_str(),
-            &opt(&self.k),
-            &opt(&self.baseline),
-            &opt(&self.format),
-            &opt(&self.layer),
-            &self.condition_a,
-            &self.condition_b,
-            &self.variant,
-        ])
-    }
 }
 
 /// One row of `answers.csv`: the answer distribution of one behavioral unit over the
@@ -395,17 +366,6 @@ pub struct AnswerRow {
 
 impl Table for AnswerRow {
     const FILE: &'static str = "answers.csv";
-    fn key(&self) -> String {
-        key_of(&[
-            &self.model,
-            &self.domain,
-            self.format.as_str(),
-            &self.k.to_string(),
-            self.baseline.as_str(),
-            &self.condition,
-            &self.draw,
-        ])
-    }
 }
 
 /// One row of `resamples.csv`: ρ_R and ρ_E of a condition over its main context draw and
@@ -451,16 +411,6 @@ pub struct ResampleRow {
 
 impl Table for ResampleRow {
     const FILE: &'static str = "resamples.csv";
-    fn key(&self) -> String {
-        key_of(&[
-            &self.model,
-            &self.domain,
-            self.format.as_str(),
-            &self.k.to_string(),
-            self.baseline.as_str(),
-            &self.condition,
-        ])
-    }
 }
 
 /// One row of `familiarity.csv`: mean object-token probability per (model, domain, kind)
@@ -487,9 +437,6 @@ pub struct FamiliarityRow {
 
 impl Table for FamiliarityRow {
     const FILE: &'static str = "familiarity.csv";
-    fn key(&self) -> String {
-        key_of(&[&self.model, &self.domain, &self.kind])
-    }
 }
 
 /// One row of `distances.csv`: mean within-kind Euclidean distance of standardized
@@ -518,9 +465,6 @@ pub struct DistanceRow {
 
 impl Table for DistanceRow {
     const FILE: &'static str = "distances.csv";
-    fn key(&self) -> String {
-        key_of(&[&self.model, &self.domain, &self.kind])
-    }
 }
 
 /// One point of `bigram_rank_frequency.csv`: the character-bigram rank–frequency curve of a
@@ -544,9 +488,6 @@ pub struct BigramRankRow {
 
 impl Table for BigramRankRow {
     const FILE: &'static str = "bigram_rank_frequency.csv";
-    fn key(&self) -> String {
-        key_of(&[&self.domain, &self.kind, &self.rank.to_string()])
-    }
 }
 
 /// One row of `bigram_distances.csv`: the Jensen–Shannon distance between two kinds' bigram
@@ -567,9 +508,6 @@ pub struct BigramDistanceRow {
 
 impl Table for BigramDistanceRow {
     const FILE: &'static str = "bigram_distances.csv";
-    fn key(&self) -> String {
-        key_of(&[&self.domain, &self.kind_a, &self.kind_b])
-    }
 }
 
 /// One row of `clusters.csv`: the cluster of a retracted statement (−1 = noise), and which
@@ -595,9 +533,6 @@ pub struct ClusterRow {
 
 impl Table for ClusterRow {
     const FILE: &'static str = "clusters.csv";
-    fn key(&self) -> String {
-        key_of(&[&self.model, &self.domain, &self.statement_id])
-    }
 }
 
 /// One row of `themes.csv`: the labeler's answer for one cluster.
@@ -619,9 +554,6 @@ pub struct ThemeRow {
 
 impl Table for ThemeRow {
     const FILE: &'static str = "themes.csv";
-    fn key(&self) -> String {
-        key_of(&[&self.model, &self.domain, &self.cluster.to_string()])
-    }
 }
 
 /// One row of `relabelled_bags.csv`: of the training bags of one kind that the probe of a
@@ -650,16 +582,6 @@ pub struct RelabelledRow {
 
 impl Table for RelabelledRow {
     const FILE: &'static str = "relabelled_bags.csv";
-    fn key(&self) -> String {
-        key_of(&[
-            &self.model,
-            &self.domain,
-            self.probe.as_str(),
-            &self.layer.to_string(),
-            &self.condition,
-            &self.kind,
-        ])
-    }
 }
 
 /// One entry of `layers.json`: how the veracity layer of a (model, domain) was chosen.
@@ -748,7 +670,7 @@ pub struct FormatDecision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{read_table, upsert, write_table};
+    use crate::{read_table, write_table};
 
     fn row(condition: &str, retractions: usize) -> StabilityRow {
         StabilityRow {
@@ -780,15 +702,6 @@ mod tests {
             "{text}"
         );
         assert_eq!(read_table::<StabilityRow>(dir.path()).unwrap(), rows);
-    }
-
-    #[test]
-    fn upsert_replaces_rows_with_the_same_key_in_place() {
-        let mut rows = vec![row("noise", 0), row("fictional", 0)];
-        upsert(&mut rows, [row("noise", 1), row("synthetic_tf", 0)]);
-        assert_eq!(rows.len(), 3);
-        assert_eq!(rows[0].retractions, 1);
-        assert_eq!(rows[2].condition, "synthetic_tf");
     }
 
     #[test]
