@@ -31,7 +31,7 @@ pub mod weights;
 pub use gguf::{Arch, Gelu, GgufError, GgufFile, ModelConfig};
 pub use model::PrefixCache;
 pub use model::ops::kernel_isa;
-pub use model::q8::Precision;
+pub use model::precision::Precision;
 pub use runtime::{LanguageModel, LmError, NextToken, OptionScores, option_token_ids};
 
 /// Whether `err` is a problem with a model the user named: an unknown name, or a GGUF file or

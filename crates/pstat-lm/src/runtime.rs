@@ -5,7 +5,8 @@
 use crate::gguf::{GgufFile, ModelConfig};
 use crate::hf::{self, HfError, HfFolder};
 use crate::memory::{self, MemoryEstimate, ROWS_PER_BATCH, ROWS_PER_HEAD};
-use crate::model::q8::{self, Precision};
+use crate::model::precision::Precision;
+use crate::model::q8;
 use crate::model::{FinalRows, ForwardPlan, Model, ModelError, PrefixCache};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

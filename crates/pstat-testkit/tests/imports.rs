@@ -269,17 +269,6 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     found
 }
 
-/// Imports that close a circle today, each to be removed: the kernels of `pstat-lm`'s model
-/// dispatch from the shared types' file to the instruction-set files that use those types.
-/// An entry whose import is gone fails the test, so the list only shrinks.
-const KNOWN_CIRCLE_EDGES: &[(&str, &str, &str)] = &[
-    ("pstat-lm", "model::q8", "model::weights"),
-    ("pstat-lm", "model::q8", "model::ops"),
-    ("pstat-lm", "model::q8", "model::q8_x86"),
-    ("pstat-lm", "model::q8", "model::q8k"),
-    ("pstat-lm", "model::weights", "model::dequant_avx2"),
-];
-
 #[test]
 fn no_crate_has_a_file_level_import_circle() {
     let mut all = Vec::new();
@@ -293,15 +282,7 @@ fn no_crate_has_a_file_level_import_circle() {
     assert!(crates.len() > 10, "found only {crates:?}");
     for krate in crates {
         let name = krate.file_name().unwrap().to_string_lossy().into_owned();
-        let mut graph = import_graph(&krate.join("src"));
-        for &(_, from, to) in KNOWN_CIRCLE_EDGES.iter().filter(|e| e.0 == name) {
-            let removed = graph.get_mut(from).is_some_and(|edges| edges.remove(to));
-            if !removed {
-                all.push(format!(
-                    "{name}: {from} no longer imports {to}: drop it from KNOWN_CIRCLE_EDGES"
-                ));
-            }
-        }
+        let graph = import_graph(&krate.join("src"));
         for circle in circles(&graph) {
             let shown: Vec<String> = circle
                 .iter()

@@ -5,27 +5,30 @@
 //! exactly candle's operations in candle's order (`q·d + m` for Q4_1, `d1·q − m1` for Q4_K with
 //! `d1 = d·sc` and `m1 = dmin·m` in scalar, `(d·sc)·q` for Q6_K, `q·d` for Q8_0), each an IEEE
 //! single-precision operation without fused multiply-add, so the f32 values are bit-identical.
+//!
+//! The kernels read a type and raw ggml blocks, not the stored tensor, so this file sits below
+//! [`super::weights`], which calls it, and reads the block layouts from
+//! [`super::ggml_blocks`].
 
-use super::q8::{half_at, scale_min_k4};
-use super::weights::{Stored, as_bytes};
+use super::ggml_blocks::{half_at, scale_min_k4};
+use candle_core::quantized::GgmlDType;
 use std::arch::x86_64::*;
-use std::ops::Range;
 
-/// Dequantizes blocks `blocks` of `stored` into `out` when `stored`'s type has a kernel here
-/// and the CPU has AVX2; `false` (nothing written) otherwise.
-pub(super) fn dequantize(stored: &Stored, blocks: Range<usize>, out: &mut [f32]) -> bool {
+/// Dequantizes `blocks`, whole blocks of `dtype` in ggml's layout, into `out` when `dtype` has
+/// a kernel here and the CPU has AVX2; `false` (nothing written) otherwise.
+pub(super) fn dequantize(dtype: GgmlDType, blocks: &[u8], out: &mut [f32]) -> bool {
     if !std::arch::is_x86_feature_detected!("avx2") {
         return false;
     }
-    // SAFETY (each arm): AVX2 is present (checked above); the byte views cover exactly the
-    // chosen blocks, whose `repr(C)` layouts are ggml's (asserted by candle), and `out` holds
-    // `blocks.len()` blocks' elements (the caller's contract, checked by debug asserts).
+    // SAFETY (each arm): AVX2 is present (checked above); `blocks` holds whole blocks of
+    // `dtype` in ggml's layout, and `out` holds as many blocks' elements (the caller's
+    // contract, checked by debug asserts).
     unsafe {
-        match stored {
-            Stored::Q4_1(b) => q4_1(as_bytes(&b[blocks]), out),
-            Stored::Q8_0(b) => q8_0(as_bytes(&b[blocks]), out),
-            Stored::Q4K(b) => q4_k(as_bytes(&b[blocks]), out),
-            Stored::Q6K(b) => q6_k(as_bytes(&b[blocks]), out),
+        match dtype {
+            GgmlDType::Q4_1 => q4_1(blocks, out),
+            GgmlDType::Q8_0 => q8_0(blocks, out),
+            GgmlDType::Q4K => q4_k(blocks, out),
+            GgmlDType::Q6K => q6_k(blocks, out),
             _ => return false,
         }
     }

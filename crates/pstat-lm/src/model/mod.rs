@@ -8,6 +8,12 @@
 //! the shared sublayers of [`layers`] into one of two block layouts: pre-norm
 //! ([`llama::Block`]) or sandwich-norm ([`gemma3::Block`]); [`attention`] and [`ops`] hold the
 //! kernels.
+//!
+//! The products' files form layers, each importing only those below it: at the bottom what
+//! every kernel reads ([`precision`], ggml's block layouts, the q8 activation blocks, the
+//! shared output pointer), then the SIMD kernels, then [`weights`] (which calls the AVX2
+//! dequantizer), the q8 product driver [`q8`], and on top [`ops`], whose `linear` picks a
+//! product's precision.
 
 pub mod attention;
 #[cfg(target_arch = "x86_64")]
@@ -15,14 +21,18 @@ mod dequant_avx2;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
+mod ggml_blocks;
 pub mod layers;
 pub mod llama;
 pub mod ops;
+pub mod precision;
 pub mod q8;
+mod q8_activations;
 #[cfg(target_arch = "x86_64")]
 mod q8_x86;
 mod q8k;
 pub mod qwen2;
+mod shared_dst;
 pub mod weights;
 
 use crate::gguf::{Arch, GgufError, GgufFile, ModelConfig};

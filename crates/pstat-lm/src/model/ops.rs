@@ -7,11 +7,12 @@
 //! vectorises, compiled twice: for the baseline target and for AVX2+FMA, picked at run time
 //! (the same run-time dispatch candle and gemm use, so the binary stays portable).
 
+use super::shared_dst::SharedDst;
 use crate::gguf::Gelu;
 use gemm::Parallelism;
 use rayon::prelude::*;
 
-pub use super::q8::Precision;
+pub use super::precision::Precision;
 pub use super::weights::Matrix;
 
 /// A strided view of a matrix operand for [`gemm_into`]: element (r, c) is at
@@ -173,7 +174,7 @@ pub fn linear(x: &[f32], n: usize, w: &Matrix) -> Vec<f32> {
     assert_eq!(x.len(), n * w.cols, "linear input must be n × in");
     if w.precision == Precision::Q8
         && n > 0
-        && let Some(out) = super::q8::linear(x, n, w, super::q8::Isa::detect())
+        && let Some(out) = super::q8::linear(x, n, w, super::precision::Isa::detect())
     {
         return out;
     }
@@ -259,12 +260,6 @@ fn row_tiles(rows: usize, cols: usize, threads: usize) -> Vec<std::ops::Range<us
         .map(|i| i * rows / count..(i + 1) * rows / count)
         .collect()
 }
-
-/// The output pointer shared by the tile tasks of one product (each writes its own columns).
-pub(super) struct SharedDst(pub(super) *mut f32);
-// SAFETY: tasks write disjoint elements through it (see `linear`), and it does not outlive
-// the borrow of the output it points into.
-unsafe impl Sync for SharedDst {}
 
 /// RMSNorm of every `weight.len()`-wide chunk of `x`, in place: `x / sqrt(mean(x²) + eps) · weight`.
 /// The sum of squares accumulates in f64, as llama.cpp does.

@@ -2,13 +2,15 @@
 //! Q5_0, Q5_1, Q8_0; the K-quants have [`super::q8k`]): one weight row times up to [`GROUP`]
 //! rows of quantized activations. They compute the integer sums of every weight block
 //! with vector instructions and combine them with the scalar code's f32 operations
-//! ([`super::q8::Combine`]), so their results are the scalar reference's bit for bit.
+//! ([`super::q8_activations::Combine`]), so their results are the scalar reference's bit for
+//! bit.
 //!
 //! The kernels are written once and compiled twice: with AVX2 (`maddubs` + `madd`, as
 //! llama.cpp's AVX2 path) and with AVX512-VNNI on 256-bit vectors (`vpdpbusd` for the u8×i8
 //! sums of four), which needs fewer instructions for the same exact sums.
 
-use super::q8::{A8_0, Activations, GROUP, Isa};
+use super::precision::Isa;
+use super::q8_activations::{A8_0, Activations, GROUP};
 use candle_core::quantized::GgmlDType;
 use std::ops::Range;
 

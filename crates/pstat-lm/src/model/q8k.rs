@@ -11,15 +11,17 @@
 //! `vpdpbusd` steps per block and pair (AVX512-VNNI; `maddubs` + `madd` on AVX2) leave each
 //! group's exact integer dot product in its own lane, the groups' scales are applied with one
 //! integer multiply, and the block's integer sums (`S`, and `M` for the types with mins) are
-//! combined in f32 with [`super::q8::Combine`]'s operations, block after block, as the scalar
-//! reference does. The decoded tile is a few hundred KiB per thread, reused from product to
-//! product: the stored weights are not repacked, so memory stays that of the file.
+//! combined in f32 with [`super::q8_activations::Combine`]'s operations, block after block, as
+//! the scalar reference does. The decoded tile is a few hundred KiB per thread, reused from
+//! product to product: the stored weights are not repacked, so memory stays that of the file.
 //!
 //! Integer sums are exact: a group's lane holds at most 16·63·127 (Q6_K plus offset), its
 //! scaled value at most 128 times that, and a block's sum stays below 2³¹; on AVX2 the
 //! `maddubs` pairs stay below 2·63·127 < 2¹⁵, so they never saturate.
 
-use super::q8::{Combine, Isa, decode, half_at, quantize_q8_k, scale_min_k4};
+use super::ggml_blocks::{decode, half_at, scale_min_k4};
+use super::precision::Isa;
+use super::q8_activations::{Combine, quantize_q8_k};
 use candle_core::quantized::GgmlDType;
 use rayon::prelude::*;
 

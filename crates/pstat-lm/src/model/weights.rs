@@ -7,7 +7,7 @@
 //! the embedded models use go through kernels that compute the same values
 //! (`dequant_avx2`).
 
-use super::q8::Precision;
+use super::precision::Precision;
 use candle_core::quantized::GgmlDType;
 use candle_core::quantized::k_quants::{
     BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
@@ -128,8 +128,13 @@ impl Stored {
         debug_assert!(first.is_multiple_of(block) && out.len().is_multiple_of(block));
         let blocks = first / block..(first + out.len()) / block;
         #[cfg(target_arch = "x86_64")]
-        if super::dequant_avx2::dequantize(self, blocks.clone(), out) {
-            return;
+        {
+            let dtype = self.dtype();
+            let size = dtype.type_size();
+            let bytes = &self.bytes()[blocks.start * size..blocks.end * size];
+            if super::dequant_avx2::dequantize(dtype, bytes, out) {
+                return;
+            }
         }
         with_blocks!(self, b => GgmlType::to_float(&b[blocks], out))
     }
@@ -142,7 +147,7 @@ impl std::fmt::Debug for Stored {
 }
 
 /// The bytes of a slice of ggml blocks (or plain floats), as the file laid them out.
-pub(super) fn as_bytes<T>(blocks: &[T]) -> &[u8] {
+fn as_bytes<T>(blocks: &[T]) -> &[u8] {
     // SAFETY: ggml block types are `repr(C)` structs of f16s and byte arrays without padding
     // (and f32/f16/bf16 are plain numbers), so every byte of the slice is initialised.
     unsafe {
@@ -270,7 +275,11 @@ impl Matrix {
             .map(|p| {
                 let at = first;
                 first += p.rows;
-                super::q8::block_shape(&p.data).map(|_| (at, p.data.as_ref()))
+                let floats = matches!(
+                    p.data.dtype(),
+                    GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16
+                );
+                (!floats).then(|| (at, p.data.as_ref()))
             })
             .collect()
     }
