@@ -6,9 +6,12 @@
 use crate::bags::TrainingSet;
 use crate::error::{ProbeError, Result};
 use crate::linalg::{cholesky, cholesky_solve, dot, norm};
-use crate::probe::{ProbeParams, TrainedProbe};
+use crate::probe::{NoiseFloorRefit, ProbeParams, Readout, TrainedProbe};
 use crate::standardize::Standardizer;
 use pstat_tables::Probe;
+
+/// Mass-Mean reads a statement's last token, as upstream.
+pub const READOUT: Readout = Readout::LastToken;
 
 /// Added to the pooled covariance's diagonal before inversion, as upstream.
 const RIDGE: f64 = 1e-6;
@@ -92,6 +95,11 @@ impl ProbeParams for MassMeanParams {
             eta: None,
             converged: None,
         })
+    }
+
+    /// The fit on the same bags in any order is identical: its chance is which bags it sees.
+    fn noise_floor_refit(&self) -> NoiseFloorRefit {
+        NoiseFloorRefit::Bootstrap
     }
 }
 

@@ -30,7 +30,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 /// Fit-predict in the linfa style: parameters fit a training set into a probe. `Sync`, so that
-/// the independent fits of one training set (one per Θ) can run on several threads.
+/// the independent fits of one training set (one per Θ) can run on several threads. What a
+/// study does with a probe beyond fitting it (its noise-floor refits, its C) is read from here,
+/// so that the study treats every registered probe alike.
 pub trait ProbeParams: Sync {
     /// Fit a probe on `set`; [`ProbeError::Invalid`] for unusable data or settings (e.g. a
     /// single class), [`ProbeError::Degenerate`] when no direction exists.
@@ -40,14 +42,73 @@ pub trait ProbeParams: Sync {
     fn training_bags(&self, available: usize) -> usize {
         available
     }
+    /// How the representational noise floor refits the baseline with unchanged labels: the
+    /// refit must differ from the baseline fit by chance alone, and what chance a fit has
+    /// depends on the probe.
+    fn noise_floor_refit(&self) -> NoiseFloorRefit;
+    /// The regularization C of the settings, for a probe that has one.
+    fn c(&self) -> CSetting {
+        CSetting::Absent
+    }
+    /// Where [`ProbeParams::c`] is [`CSetting::Searched`]: choose C on the baseline's training
+    /// set and return the settings with it fixed, which every Θ of a unit is then fit with.
+    fn search_c(&self, _baseline: &TrainingSet) -> Result<SearchedC> {
+        invalid("the probe's settings have no C to search")
+    }
+}
+
+/// How a refit with unchanged labels draws its chance (the noise floor's refits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoiseFloorRefit {
+    /// Another seeded shuffle of the same training statements, with another draw of the Noise
+    /// bags: for a probe whose fit depends on the order, the capping or the limit of its bags.
+    Reshuffle,
+    /// A seeded bootstrap resample of the training bags: for a probe whose fit on the same
+    /// bags in any order would be identical.
+    Bootstrap,
+}
+
+/// The regularization C of a probe's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CSetting {
+    /// The probe has no C.
+    Absent,
+    /// Fixed in the settings.
+    Fixed(f64),
+    /// Chosen by a search on the baseline's labels ([`ProbeParams::search_c`]).
+    Searched,
+}
+
+/// What [`ProbeParams::search_c`] chose, and the baseline probe it fit on the way.
+pub struct SearchedC {
+    /// The settings with the chosen C fixed.
+    pub params: Box<dyn ProbeParams>,
+    /// The baseline probe fit at the chosen C, reused rather than fit twice.
+    pub baseline: TrainedProbe,
+    /// The chosen C.
+    pub c: f64,
+    /// The mean CV score per C of the grid (`None` where the C was skipped).
+    pub scores: Vec<(f64, Option<f64>)>,
+    /// The C values skipped because their fit was degenerate, with the reason.
+    pub skipped: Vec<(f64, String)>,
+}
+
+/// How a probe's statement score reads the bag of a statement's token rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readout {
+    /// The largest token score: a multiple-instance probe, which also scores bags of arbitrary
+    /// instances.
+    MaxOverTokens,
+    /// The last token's score.
+    LastToken,
 }
 
 /// A fitted linear probe h_Θ: standardization, unit direction w and bias b; decision
 /// x_std·w + b, True when positive.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainedProbe {
-    /// [`Probe::Sawmil`] or [`Probe::MassMean`] (never [`Probe::Prompt`]: fitting and loading
-    /// make only the trained kinds), which fixes the statement score.
+    /// One of [`Probe::REPRESENTATIONAL`] (never [`Probe::Prompt`]: fitting and loading make
+    /// only the trained kinds), which fixes the statement score.
     pub(crate) kind: Probe,
     /// Unit-norm direction in standardized space.
     pub direction: Vec<f64>,
@@ -82,17 +143,21 @@ impl TrainedProbe {
             + self.bias
     }
 
-    /// Statement score of a bag (row-major [n × d], n ≥ 1): sAwMIL takes the max over all
-    /// tokens, Mass-Mean the last token.
+    /// How this kind of probe reads a bag ([`crate::readout`]).
+    fn readout(&self) -> Readout {
+        crate::readout(self.kind).expect("a trained probe is of a representational kind")
+    }
+
+    /// Statement score of a bag (row-major [n × d], n ≥ 1), as the probe's [`Readout`] reads
+    /// it: sAwMIL takes the max over all tokens, Mass-Mean the last token.
     pub fn score(&self, bag: &[f32]) -> f32 {
         let d = self.dim();
-        let s = match self.kind {
-            Probe::Sawmil => bag
+        let s = match self.readout() {
+            Readout::MaxOverTokens => bag
                 .chunks_exact(d)
                 .map(|r| self.token_score(r))
                 .fold(f64::NEG_INFINITY, f64::max),
-            Probe::MassMean => self.token_score(&bag[bag.len() - d..]),
-            Probe::Prompt => unreachable!("a trained probe is never the prompt kind"),
+            Readout::LastToken => self.token_score(&bag[bag.len() - d..]),
         };
         s as f32
     }
@@ -115,10 +180,11 @@ impl TrainedProbe {
         Ok(scores)
     }
 
-    /// Scores of a bags file's bags, in bag order. Only a sAwMIL probe scores bags of
-    /// arbitrary instances; Mass-Mean reads a statement's last token, so it scores statements.
+    /// Scores of a bags file's bags, in bag order. Only a multiple-instance probe (sAwMIL)
+    /// scores bags of arbitrary instances; one that reads a statement's last token (Mass-Mean)
+    /// scores statements.
     pub fn score_bags_file(&self, file: &MilFile) -> Result<Vec<f32>> {
-        if self.kind != Probe::Sawmil {
+        if self.readout() != Readout::MaxOverTokens {
             return invalid(format!(
                 "a {} probe scores statements, not bags (give it an activation file)",
                 self.kind
@@ -140,7 +206,7 @@ impl TrainedProbe {
         ))
     }
 
-    /// Which probe this is: [`Probe::Sawmil`] or [`Probe::MassMean`].
+    /// Which probe this is: one of [`Probe::REPRESENTATIONAL`].
     pub fn kind(&self) -> Probe {
         self.kind
     }
@@ -259,23 +325,28 @@ impl TrainedProbe {
                     .into(),
             );
         }
+        let expected = || {
+            let kinds: Vec<String> = Probe::REPRESENTATIONAL
+                .iter()
+                .map(|p| format!("\"{p}\""))
+                .collect();
+            format!("(expected {})", kinds.join(" or "))
+        };
         let kind = match meta.get("probe").map(String::as_str) {
             // Earlier versions spelled Mass-Mean `mass-mean`.
             Some("mass-mean") => Probe::MassMean,
             Some(name) => match name.parse::<Probe>() {
-                Ok(Probe::Prompt) => {
-                    return Err(
-                        "metadata `probe` is \"prompt\", the behavioral judgment, which is not a \
-                         trained probe (expected \"sawmil\" or \"mass_mean\")"
-                            .into(),
-                    );
+                Ok(kind) if kind.is_representational() => kind,
+                Ok(kind) => {
+                    return Err(format!(
+                        "metadata `probe` is \"{kind}\", the behavioral judgment, which is not a \
+                         trained probe {}",
+                        expected()
+                    ));
                 }
-                Ok(kind) => kind,
                 Err(e) => return Err(format!("metadata `probe`: {e}")),
             },
-            None => {
-                return Err("metadata lacks `probe` (expected \"sawmil\" or \"mass_mean\")".into());
-            }
+            None => return Err(format!("metadata lacks `probe` {}", expected())),
         };
         let number = |key: &str| -> std::result::Result<Option<f64>, String> {
             meta.get(key)

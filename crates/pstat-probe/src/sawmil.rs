@@ -7,7 +7,7 @@
 use crate::bags::TrainingSet;
 use crate::error::{ProbeError, Result, invalid};
 use crate::linalg::{dot, norm};
-use crate::probe::{ProbeParams, TrainedProbe};
+use crate::probe::{CSetting, NoiseFloorRefit, ProbeParams, Readout, SearchedC, TrainedProbe};
 use crate::qp::{DualProblem, DualSolution, Tolerance, solve};
 use crate::standardize::Standardizer;
 use pstat_tables::Probe;
@@ -16,6 +16,9 @@ use rand_chacha::ChaCha8Rng;
 use search::{one_se_choice, search_c};
 
 pub mod search;
+
+/// A statement is as true as its truest token: sAwMIL is a multiple-instance probe.
+pub const READOUT: Readout = Readout::MaxOverTokens;
 
 /// Support vectors are α above this (misvm's `sv_cutoff`).
 const SV_CUTOFF: f64 = 1e-7;
@@ -101,6 +104,44 @@ impl ProbeParams for SawMilParams {
 
     fn training_bags(&self, available: usize) -> usize {
         available.min(self.train_bag_limit)
+    }
+
+    /// The fit shuffles, caps and limits its bags by its seed, so another seed is another
+    /// chance.
+    fn noise_floor_refit(&self) -> NoiseFloorRefit {
+        NoiseFloorRefit::Reshuffle
+    }
+
+    fn c(&self) -> CSetting {
+        match self.c {
+            Some(c) => CSetting::Fixed(c),
+            None => CSetting::Searched,
+        }
+    }
+
+    /// The CV search of [`SawMilParams::fit_report`] on the baseline's labels.
+    fn search_c(&self, baseline: &TrainingSet) -> Result<SearchedC> {
+        let report = self.fit_report(baseline)?;
+        let Some(c) = report.probe.c else {
+            return invalid("a sAwMIL fit records its C");
+        };
+        Ok(SearchedC {
+            params: Box::new(self.clone().with_c(c)),
+            c,
+            scores: report
+                .search
+                .iter()
+                .flat_map(|s| &s.scores)
+                .map(|s| (s.c, s.degenerate.is_none().then_some(s.mean)))
+                .collect(),
+            skipped: report
+                .search
+                .iter()
+                .flat_map(|s| s.skipped())
+                .map(|(c, why)| (c, why.to_string()))
+                .collect(),
+            baseline: report.probe,
+        })
     }
 }
 

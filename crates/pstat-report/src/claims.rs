@@ -27,11 +27,10 @@ fn pct(v: f64) -> String {
 fn what(instantiation: Instantiation, probe: Probe) -> String {
     match (instantiation, probe) {
         (Instantiation::Behavioral, _) => "behavioral".into(),
-        (Instantiation::Contextual, Probe::Sawmil) => "contextual sAwMIL".into(),
-        (Instantiation::Contextual, Probe::MassMean) => "contextual Mass-Mean".into(),
-        (_, Probe::Sawmil) => "sAwMIL".into(),
-        (_, Probe::MassMean) => "Mass-Mean".into(),
-        (_, p) => p.to_string(),
+        (Instantiation::Contextual, p) if p.is_representational() => {
+            format!("contextual {}", p.title())
+        }
+        (_, p) => p.title().into(),
     }
 }
 

@@ -240,7 +240,7 @@ fn stability_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, Repo
         titles,
     } = inputs;
     let behavioral = behavioral_main(data);
-    let sawmil = representational(data, layers, Probe::Sawmil);
+    let primary = representational(data, layers, Probe::PRIMARY);
     let mut stability = Section::new(
         "stability",
         "Epistemic stability under perturbations",
@@ -269,7 +269,7 @@ fn stability_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, Repo
         (
             "table_counts_representational",
             "Table A5 style — representational (sAwMIL)",
-            &sawmil,
+            &primary,
             REPRESENTATIONAL,
         ),
     ] {
@@ -308,7 +308,8 @@ fn stability_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, Repo
     Ok(stability)
 }
 
-/// Figs. A4, A5 and A7: neighbouring layers, context size and baseline, the Mass-Mean probe.
+/// Figs. A4, A5 and A7: neighbouring layers, context size and baseline, and each probe other
+/// than the primary one (Mass-Mean in the paper).
 fn robustness_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, ReportError> {
     let Inputs { data, layers, .. } = inputs;
     let mut robustness = Section::new(
@@ -316,17 +317,23 @@ fn robustness_section(inputs: &Inputs, out: &mut Figures) -> Result<Section, Rep
         "Robustness",
         "Whether the ordering of conditions survives a different layer (A4), belief-context size and baseline (A5) and probe (A7).",
     );
-    for (which, what) in [
+    let other_probes = Probe::secondary().map(|p| {
+        (
+            StabilityFigure::OtherProbe(p),
+            format!("Fig. A7 ({} probe)", p.title()),
+        )
+    });
+    let figures = [
         (
             StabilityFigure::Layers,
-            "Fig. A4 (sAwMIL at neighbouring layers)",
+            "Fig. A4 (sAwMIL at neighbouring layers)".to_string(),
         ),
         (
             StabilityFigure::ContextSize,
-            "Fig. A5 (behavioral K and baseline)",
+            "Fig. A5 (behavioral K and baseline)".to_string(),
         ),
-        (StabilityFigure::MassMean, "Fig. A7 (Mass-Mean probe)"),
-    ] {
+    ];
+    for (which, what) in figures.into_iter().chain(other_probes) {
         match stability_figure(data, layers, which) {
             Some(spec) => out.render(Some(spec), &mut robustness)?,
             None => robustness.notes.push(format!(

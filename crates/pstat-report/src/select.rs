@@ -257,13 +257,10 @@ pub fn representational<'a>(
         .filter(|r| r.instantiation == Instantiation::Representational && r.probe == probe)
         .filter(|r| r.layer.is_some() && r.layer == layers.get(&r.model, &r.domain))
         .collect();
-    let probe_name = match probe {
-        Probe::Sawmil => "sAwMIL",
-        Probe::MassMean => "Mass-Mean",
-        Probe::Prompt => "prompt",
-    };
-    let mut description =
-        format!("the {probe_name} probe retrained under each condition at the veracity layer");
+    let mut description = format!(
+        "the {} probe retrained under each condition at the veracity layer",
+        probe.title()
+    );
     if !layers.guessed.is_empty() {
         description
             .push_str(" (no layers.json: taken as the middle of the layers this run evaluated)");
@@ -282,13 +279,9 @@ pub fn contextual<'a>(data: &'a RunData, layers: &VeracityLayers, probe: Probe) 
         .collect();
     let main_k = pstat_tables::main_k(rows.iter().filter_map(|r| r.k));
     let rows: Vec<&StabilityRow> = rows.into_iter().filter(|r| r.k == main_k).collect();
-    let probe_name = match probe {
-        Probe::Sawmil => "sAwMIL",
-        Probe::MassMean => "Mass-Mean",
-        Probe::Prompt => "prompt",
-    };
     let description = format!(
-        "the baseline {probe_name} probe at the veracity layer reading each statement after the belief context of K = {} statements, against the statement without context",
+        "the baseline {} probe at the veracity layer reading each statement after the belief context of K = {} statements, against the statement without context",
+        probe.title(),
         main_k.map_or("?".to_string(), |k| k.to_string())
     );
     Selection { rows, description }
@@ -310,13 +303,14 @@ pub fn behavioral_variants(data: &RunData) -> Vec<(String, &StabilityRow)> {
     out.into_iter().map(|(_, label, r)| (label, r)).collect()
 }
 
-/// sAwMIL rows labelled by their offset from the veracity layer (Fig. A4).
-pub fn sawmil_layer_offsets<'a>(
+/// The primary probe's (sAwMIL's) rows labelled by their offset from the veracity layer
+/// (Fig. A4).
+pub fn primary_layer_offsets<'a>(
     data: &'a RunData,
     layers: &VeracityLayers,
 ) -> Vec<(i64, &'a StabilityRow)> {
     let mut out: Vec<(i64, &StabilityRow)> = point_rows(data)
-        .filter(|r| r.instantiation == Instantiation::Representational && r.probe == Probe::Sawmil)
+        .filter(|r| r.instantiation == Instantiation::Representational && r.probe == Probe::PRIMARY)
         .filter_map(|r| {
             let l = layers.get(&r.model, &r.domain)?;
             Some((r.layer? as i64 - l as i64, r))

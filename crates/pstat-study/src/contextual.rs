@@ -22,7 +22,7 @@ use crate::config::RunConfig;
 use crate::io::{read_record, write_manifest, write_record_vouching};
 use crate::model::LoadedModel;
 use crate::progress::Progress;
-use crate::stage::{Cell, CellPlan, Handoff, Stage, Tables};
+use crate::stage::{Cell, CellPlan, Handoff, Retractions, Stage, Tables};
 use crate::study::Study;
 use crate::unit::{PlannedUnit, UnitKey, Work};
 use anyhow::{Context as _, bail};
@@ -653,7 +653,7 @@ fn tabulate(
     veracity: usize,
     judged: &BTreeMap<PathBuf, ContextRecord>,
     tables: &mut Tables,
-    retractions: &mut crate::stage::Retractions,
+    retractions: &mut Retractions,
 ) -> anyhow::Result<()> {
     let study = cell.study;
     let cfg = &study.config.behavioral;
@@ -713,7 +713,7 @@ fn tabulate(
                         short_context: Some(size < k),
                         ..stability_row(row_key(&condition.name), &cmp, bootstrap)
                     });
-                    if main && layer == veracity && probe == Probe::Sawmil {
+                    if main && Retractions::takes_probe(probe, layer, veracity) {
                         retractions.record(
                             Instantiation::Contextual,
                             &condition.name,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Per-item seconds of one model (an entry of `costs.toml`).
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelCosts {
     /// Size of the model's file, to scale from for models without an entry.
@@ -32,14 +32,26 @@ pub struct ModelCosts {
     pub context_s: f64,
     /// ... plus this per context statement.
     pub context_per_k_s: f64,
-    /// One sAwMIL fit at a fixed C, per 1000 training bags.
-    pub sawmil_fit_s_per_1000_bags: f64,
     /// Fits' worth of time a 3-fold CV search for C costs.
     pub search_fits: f64,
-    /// One Mass-Mean fit.
-    pub mass_mean_fit_s: f64,
     /// One clustering grid.
     pub clustering_s: f64,
+    /// One fit of each probe, by its spelling (`[models.<name>.fits]`). A probe without an
+    /// entry is estimated as a fit of the primary probe until this machine's pace for it is
+    /// measured.
+    pub fits: BTreeMap<Probe, FitCost>,
+}
+
+/// The reference seconds of one probe fit (at a fixed C, for a probe that has one).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum FitCost {
+    /// Per 1000 training bags: a fit whose time grows with its bags (sAwMIL's QPs).
+    #[serde(rename = "per_1000_bags")]
+    Per1000Bags(f64),
+    /// Per fit, whatever the number of bags (Mass-Mean: its time is the covariance's).
+    #[serde(rename = "each")]
+    Each(f64),
 }
 
 impl ModelCosts {
@@ -54,18 +66,29 @@ impl ModelCosts {
             (_, Work::Prompts { statements, k }) => {
                 statements as f64 * (self.prompt_s + k as f64 * self.prompt_per_k_s)
             }
-            (_, Work::Fits { fits, bags, search }) if key.probe == Some(Probe::Sawmil) => {
+            (_, Work::Fits { fits, bags, search }) => {
                 // The search fits the baseline probe that every Θ then reuses its C from.
                 let fits = if search {
                     fits.saturating_sub(1) as f64 + self.search_fits
                 } else {
                     fits as f64
                 };
-                fits * self.sawmil_fit_s_per_1000_bags * bags as f64 / 1000.0
+                match self.fit_cost(key.probe) {
+                    FitCost::Per1000Bags(s) => fits * s * bags as f64 / 1000.0,
+                    FitCost::Each(s) => fits * s,
+                }
             }
-            (_, Work::Fits { fits, .. }) => fits as f64 * self.mass_mean_fit_s,
             (_, Work::Grid) => self.clustering_s,
         }
+    }
+
+    /// The cost of one fit of `probe`, or of the primary probe where it has no entry.
+    fn fit_cost(&self, probe: Option<Probe>) -> FitCost {
+        probe
+            .and_then(|p| self.fits.get(&p))
+            .or_else(|| self.fits.get(&Probe::PRIMARY))
+            .copied()
+            .expect("every entry of costs.toml prices the primary probe (a test checks it)")
     }
 
     /// These costs for a model whose file is `ratio` times as large (forward passes scale
@@ -116,7 +139,7 @@ impl Pace {
     }
 }
 
-/// The kind of unit a pace is kept for: sAwMIL and Mass-Mean probes are apart.
+/// The kind of unit a pace is kept for: each probe's units apart.
 pub fn cost_class(key: &UnitKey) -> String {
     match key.probe {
         Some(probe) if key.kind == UnitKind::Probe => format!("probe_{probe}"),
@@ -171,7 +194,7 @@ impl CostBook {
     /// The estimator of the model a config names `name` (shown as `model` in the tables).
     pub fn for_model(&self, name: &str, model: &str) -> ModelEstimate {
         let (costs, origin) = match self.reference.models.get(name) {
-            Some(c) => (Some(*c), "reference machine"),
+            Some(c) => (Some(c.clone()), "reference machine"),
             None => match (
                 self.reference.models.get(SCALE_FROM),
                 std::fs::metadata(Path::new(name))
@@ -179,7 +202,7 @@ impl CostBook {
                     .filter(|m| m.is_file()),
             ) {
                 (Some(base), Some(meta)) => (
-                    Some(base.scaled(meta.len() as f64 / base.file_bytes)),
+                    Some(base.clone().scaled(meta.len() as f64 / base.file_bytes)),
                     "reference machine, scaled by file size",
                 ),
                 _ => (None, "no reference"),
@@ -246,7 +269,7 @@ pub struct ModelEstimate {
 impl ModelEstimate {
     /// Seconds the reference predicts for a unit (no pace applied).
     pub fn reference_seconds(&self, key: &UnitKey, work: Work) -> Option<f64> {
-        self.costs.map(|c| c.seconds(key, work))
+        self.costs.as_ref().map(|c| c.seconds(key, work))
     }
 
     /// Seconds expected on this machine: the reference times this machine's pace for the
@@ -296,12 +319,15 @@ mod tests {
                 "{}",
                 spec.name
             );
+            for probe in Probe::REPRESENTATIONAL {
+                assert!(costs.fits.contains_key(probe), "{} {probe}", spec.name);
+            }
         }
     }
 
     #[test]
     fn units_cost_their_work_and_a_search_costs_extra_fits() {
-        let costs = reference().models[SCALE_FROM];
+        let costs = reference().models[SCALE_FROM].clone();
         let sawmil = key(UnitKind::Probe, Some(Probe::Sawmil));
         let fits = |search| Work::Fits {
             fits: 6,
@@ -309,14 +335,17 @@ mod tests {
             search,
         };
         let fixed = costs.seconds(&sawmil, fits(false));
-        assert!((fixed - 6.0 * 2.0 * costs.sawmil_fit_s_per_1000_bags).abs() < 1e-9);
+        let FitCost::Per1000Bags(per_1000_bags) = costs.fits[&Probe::Sawmil] else {
+            panic!("a sAwMIL fit grows with its bags");
+        };
+        assert!((fixed - 6.0 * 2.0 * per_1000_bags).abs() < 1e-9);
         assert!(costs.seconds(&sawmil, fits(true)) > fixed);
         let mass_mean = key(UnitKind::Probe, Some(Probe::MassMean));
         assert!(costs.seconds(&mass_mean, fits(true)) < fixed);
         let prompt = key(UnitKind::Prompt, None);
         let at = |k| costs.seconds(&prompt, Work::Prompts { statements: 100, k });
         assert!(at(100) > at(20));
-        let doubled = costs.scaled(2.0);
+        let doubled = costs.clone().scaled(2.0);
         let forward = key(UnitKind::Activations, None);
         assert!(
             (doubled.seconds(&forward, Work::Statements(10))

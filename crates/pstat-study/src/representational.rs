@@ -14,7 +14,7 @@ use pstat_data::activations::Activations;
 use pstat_data::{Condition, Domain, Kind};
 use pstat_lm::paper::LayerWindow;
 use pstat_probe::perturbation::{ConditionTraining, ProbeJudgment, judge};
-use pstat_probe::{ProbeParams, TrainedProbe, auc, average_precision};
+use pstat_probe::{CSetting, NoiseFloorRefit, ProbeParams, TrainedProbe, auc, average_precision};
 use pstat_stability::{Bootstrap, Judgments, RowKey, StabilityRow, compare, stability_row};
 use pstat_tables::{
     BASELINE_REFIT, Instantiation, LayerChoice, LayerScore, MAIN_VARIANT, Probe, RESAMPLE_REFIT,
@@ -93,7 +93,11 @@ impl Stage for Representational {
                 let work = Work::Fits {
                     fits: conditions,
                     bags,
-                    search: probe == Probe::Sawmil && cfg.sawmil_c.is_none(),
+                    // Whether C is searched does not depend on the seed.
+                    search: matches!(
+                        cfg.probe_params(probe, study.config.seed).c(),
+                        CSetting::Searched
+                    ),
                 };
                 let key = UnitKey::probe(plan.model, plan.domain, probe, offset);
                 probes.push(PlannedUnit {
@@ -602,7 +606,6 @@ impl UnitFits<'_> {
                     self.acts,
                     base,
                     self.fit.params.as_ref(),
-                    self.probe,
                     refit_seed,
                 )
             }
@@ -735,11 +738,11 @@ fn apply_noise_floor(rows: &mut [StabilityRow]) {
     }
 }
 
-/// The baseline refit with unchanged labels: sAwMIL on another seeded shuffle of the same
-/// training statements (other bags fall within the fit's bag limit, bags are capped otherwise
-/// and visited in another order) with another draw of the Noise bags; Mass-Mean, whose fit on
-/// the same bags would be identical, on a seeded bootstrap resample of its training bags.
-#[allow(clippy::too_many_arguments)]
+/// The baseline refit with unchanged labels, as the probe draws its chance
+/// ([`NoiseFloorRefit`]): sAwMIL on another seeded shuffle of the same training statements
+/// (other bags fall within the fit's bag limit, bags are capped otherwise and visited in
+/// another order) with another draw of the Noise bags; Mass-Mean, whose fit on the same bags
+/// would be identical, on a seeded bootstrap resample of its training bags.
 fn refit(
     training: &ConditionTraining,
     split: &pstat_data::SplitAssignment,
@@ -747,18 +750,17 @@ fn refit(
     acts: &Activations,
     baseline: &Condition,
     params: &dyn ProbeParams,
-    probe: Probe,
     seed: u64,
 ) -> pstat_probe::Result<TrainedProbe> {
-    match probe {
-        Probe::MassMean => {
+    match params.noise_floor_refit() {
+        NoiseFloorRefit::Bootstrap => {
             let set = training.training_set(baseline)?;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let n = set.len();
             let draw: Vec<usize> = (0..n).map(|_| rng.random_range(0..n)).collect();
             params.fit(&set.subset(&draw))
         }
-        Probe::Sawmil | Probe::Prompt => {
+        NoiseFloorRefit::Reshuffle => {
             ConditionTraining::new(data, split, acts, seed)?.fit(baseline, params)
         }
     }
@@ -861,45 +863,33 @@ impl UnitFit {
             noise_floor_refits: 0,
             volume_matched_bags: None,
         };
-        if probe != Probe::Sawmil {
-            return Ok(UnitFit {
-                params: cfg.probe_params(probe, seed),
-                baseline: None,
-                record,
-            });
+        let params = cfg.probe_params(probe, seed);
+        match params.c() {
+            CSetting::Absent => {}
+            CSetting::Fixed(c) => {
+                record.c = Some(c);
+                record.c_source = Some("config".into());
+            }
+            CSetting::Searched => {
+                let baseline =
+                    baseline.context("the condition set has no baseline to choose C on")?;
+                let searched = params
+                    .search_c(&training.training_set(baseline)?)
+                    .context("the baseline probe could not be fit")?;
+                record.c = Some(searched.c);
+                record.c_source = Some("cv_baseline".into());
+                record.cv_scores = searched.scores;
+                record.cv_skipped = searched.skipped;
+                return Ok(UnitFit {
+                    params: searched.params,
+                    baseline: Some(searched.baseline),
+                    record,
+                });
+            }
         }
-        let params = cfg.sawmil_params(seed);
-        if let Some(c) = params.c {
-            record.c = Some(c);
-            record.c_source = Some("config".into());
-            return Ok(UnitFit {
-                params: Box::new(params),
-                baseline: None,
-                record,
-            });
-        }
-        let baseline = baseline.context("the condition set has no baseline to choose C on")?;
-        let report = params
-            .fit_report(&training.training_set(baseline)?)
-            .context("the baseline probe could not be fit")?;
-        let c = report.probe.c.context("a sAwMIL fit records its C")?;
-        record.c = Some(c);
-        record.c_source = Some("cv_baseline".into());
-        record.cv_scores = report
-            .search
-            .iter()
-            .flat_map(|s| &s.scores)
-            .map(|s| (s.c, s.degenerate.is_none().then_some(s.mean)))
-            .collect();
-        record.cv_skipped = report
-            .search
-            .iter()
-            .flat_map(|s| s.skipped())
-            .map(|(c, why)| (c, why.to_string()))
-            .collect();
         Ok(UnitFit {
-            params: Box::new(params.with_c(c)),
-            baseline: Some(report.probe),
+            params,
+            baseline: None,
             record,
         })
     }

@@ -72,9 +72,10 @@ pub struct Retractions {
 }
 
 impl Retractions {
-    /// Whether a probe unit feeds the clustering: sAwMIL at the veracity layer only.
+    /// Whether a probe unit feeds the clustering: the primary probe (sAwMIL) at the veracity
+    /// layer only.
     pub fn takes_probe(probe: pstat_tables::Probe, layer: usize, veracity: usize) -> bool {
-        probe == pstat_tables::Probe::Sawmil && layer == veracity
+        probe == pstat_tables::Probe::PRIMARY && layer == veracity
     }
 
     /// Whether a behavioral study feeds the clustering: the main (largest) K of `ks`, the

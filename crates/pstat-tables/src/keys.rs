@@ -110,6 +110,40 @@ key_enum!(
     }
 );
 
+impl Probe {
+    /// The probes retrained on hidden states (the representational and contextual
+    /// instantiations), in the order a run's units, figures and tables take them: the primary
+    /// probe first.
+    pub const REPRESENTATIONAL: &[Probe] = &[Probe::Sawmil, Probe::MassMean];
+
+    /// The paper's primary probe: the one Fig. 3, the layer robustness (Fig. A4) and the
+    /// clustering read; every other representational probe is a robustness check (Fig. A7).
+    pub const PRIMARY: Probe = Probe::Sawmil;
+
+    /// The representational probes other than the primary one, in their order: the
+    /// robustness checks of the probe (Fig. A7 for Mass-Mean).
+    pub fn secondary() -> impl Iterator<Item = Probe> {
+        Probe::REPRESENTATIONAL
+            .iter()
+            .copied()
+            .filter(|&p| p != Probe::PRIMARY)
+    }
+
+    /// Whether the probe is retrained on hidden states (not the behavioral judgment).
+    pub fn is_representational(self) -> bool {
+        Probe::REPRESENTATIONAL.contains(&self)
+    }
+
+    /// The probe's name in the paper, as the report writes it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Probe::MassMean => "Mass-Mean",
+            Probe::Prompt => "prompt",
+            Probe::Sawmil => "sAwMIL",
+        }
+    }
+}
+
 /// Baselines smaller than this make a retraction rate too noisy to mean anything; such rows
 /// are flagged in the table and the report, and `auto` prompts such a chat model in plain.
 pub const MIN_BASELINE_TRUE: usize = 20;
@@ -155,6 +189,8 @@ mod tests {
                 format!("\"{}\"", p.as_str())
             );
         }
+        assert!(Probe::PRIMARY.is_representational());
+        assert!(!Probe::Prompt.is_representational());
         let err = "mass-mean".parse::<Probe>().unwrap_err().to_string();
         assert_eq!(
             err,

@@ -1,5 +1,6 @@
 //! Fig. 3 (retractions), A1 (expansions), A4 (layer robustness), A5 (K and baseline
-//! robustness) and A7 (Mass-Mean): rates by condition Θ, one panel per domain.
+//! robustness) and A7 (each probe other than the primary one: Mass-Mean in the paper): rates by
+//! condition Θ, one panel per domain.
 
 use super::FigureSpec;
 use super::model::{Dot, DotSeries, Figure, LegendEntry, Marker, Panel, PanelBody, Swatch};
@@ -8,7 +9,7 @@ use crate::names::{ConditionTitles, condition_order, domain_order, domain_title,
 use crate::select::{
     BEHAVIORAL, Measure, REPRESENTATIONAL, VeracityLayers, across_models, behavioral_main,
     behavioral_variants, contextual, floor_dot, median, noise_floor, offset_label,
-    representational, sawmil_layer_offsets,
+    primary_layer_offsets, representational,
 };
 use pstat_stability::StabilityRow;
 use pstat_tables::Probe;
@@ -16,16 +17,17 @@ use pstat_tables::Probe;
 /// Which figure of rates by condition Θ to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StabilityFigure {
-    /// Fig. 3: retraction rates, behavioral and representational (sAwMIL).
+    /// Fig. 3: retraction rates, behavioral and representational (the primary probe, sAwMIL).
     Retractions,
     /// Fig. A1: the same for expansion rates.
     Expansions,
-    /// Fig. A4: sAwMIL retraction rates at the veracity layer l and l±1, l±2.
+    /// Fig. A4: the primary probe's retraction rates at the veracity layer l and l±1, l±2.
     Layers,
     /// Fig. A5: behavioral retraction rates per K and baseline.
     ContextSize,
-    /// Fig. A7: Mass-Mean retraction rates.
-    MassMean,
+    /// Fig. A7: the retraction rates of a representational probe other than the primary one
+    /// (Mass-Mean in the paper).
+    OtherProbe(Probe),
     /// Beyond the paper: the baseline probes' retraction rates after the belief contexts.
     Contextual,
 }
@@ -34,7 +36,7 @@ pub enum StabilityFigure {
 type Labelled<'a> = Vec<(String, &'a StabilityRow)>;
 
 struct PanelRow<'a> {
-    name: &'static str,
+    name: String,
     rows: Labelled<'a>,
     /// The noise-floor rows drawn behind the dots (representational rows; empty elsewhere).
     floor: Vec<&'a StabilityRow>,
@@ -46,8 +48,8 @@ fn by_model(rows: Vec<&StabilityRow>) -> Labelled<'_> {
 
 /// What one stability figure draws: its rows per panel row and how they are read.
 struct Layout<'a> {
-    id: &'static str,
-    title: &'static str,
+    id: String,
+    title: String,
     measure: Measure,
     /// One dot per model with the median across models (else per layer offset or K variant).
     per_model: bool,
@@ -64,7 +66,7 @@ pub fn stability_figure(
     let layout = match which {
         StabilityFigure::Retractions => rates_layout(data, layers, Measure::Retraction),
         StabilityFigure::Expansions => rates_layout(data, layers, Measure::Expansion),
-        StabilityFigure::MassMean => mass_mean_layout(data, layers),
+        StabilityFigure::OtherProbe(probe) => probe_layout(data, layers, probe),
         StabilityFigure::Layers => layers_layout(data, layers),
         StabilityFigure::ContextSize => context_size_layout(data),
         StabilityFigure::Contextual => contextual_layout(data, layers),
@@ -72,10 +74,11 @@ pub fn stability_figure(
     draw(data, layout)
 }
 
-/// Fig. 3 and A1: behavioral and representational (sAwMIL) rates, one dot per model.
+/// Fig. 3 and A1: behavioral and representational (the primary probe's) rates, one dot per
+/// model.
 fn rates_layout<'a>(data: &'a RunData, layers: &VeracityLayers, measure: Measure) -> Layout<'a> {
     let behavioral = behavioral_main(data);
-    let sawmil = representational(data, layers, Probe::Sawmil);
+    let primary = representational(data, layers, Probe::PRIMARY);
     let (id, title) = if measure == Measure::Retraction {
         (
             "fig3_retractions",
@@ -87,30 +90,30 @@ fn rates_layout<'a>(data: &'a RunData, layers: &VeracityLayers, measure: Measure
             "Fig. A1 — Expansion rates by perturbation Θ",
         )
     };
-    let floor = noise_floor(data, layers, Probe::Sawmil);
+    let floor = noise_floor(data, layers, Probe::PRIMARY);
     let caption = format!(
         "{} per condition; one dot per model with its 95% bootstrap interval, the black bar is the median across models; \
          panels of one row share their axis. Behavioral: {}. Representational: {}.{}",
         capitalise(measure.noun()),
         behavioral.description,
-        sawmil.description,
+        primary.description,
         floor_note(&floor)
     );
     let panel_rows = vec![
         PanelRow {
-            name: "behavioral",
+            name: "behavioral".into(),
             rows: by_model(behavioral.rows),
             floor: Vec::new(),
         },
         PanelRow {
-            name: "representational",
-            rows: by_model(sawmil.rows),
+            name: "representational".into(),
+            rows: by_model(primary.rows),
             floor,
         },
     ];
     Layout {
-        id,
-        title,
+        id: id.into(),
+        title: title.into(),
         measure,
         per_model: true,
         panel_rows,
@@ -118,23 +121,24 @@ fn rates_layout<'a>(data: &'a RunData, layers: &VeracityLayers, measure: Measure
     }
 }
 
-/// Fig. A7: Mass-Mean retraction rates, one dot per model.
-fn mass_mean_layout<'a>(data: &'a RunData, layers: &VeracityLayers) -> Layout<'a> {
-    let mass_mean = representational(data, layers, Probe::MassMean);
-    let floor = noise_floor(data, layers, Probe::MassMean);
+/// Fig. A7: the retraction rates of `probe`, a representational probe other than the primary
+/// one (Mass-Mean in the paper), one dot per model.
+fn probe_layout<'a>(data: &'a RunData, layers: &VeracityLayers, probe: Probe) -> Layout<'a> {
+    let selection = representational(data, layers, probe);
+    let floor = noise_floor(data, layers, probe);
     let caption = format!(
         "Retraction rate per condition for {}; one dot per model with its 95% bootstrap interval, the black bar is the median across models.{}",
-        mass_mean.description,
+        selection.description,
         floor_note(&floor)
     );
     Layout {
-        id: "figA7_mass_mean",
-        title: "Fig. A7 — Mass-Mean probe retraction rates",
+        id: format!("figA7_{probe}"),
+        title: format!("Fig. A7 — {} probe retraction rates", probe.title()),
         measure: Measure::Retraction,
         per_model: true,
         panel_rows: vec![PanelRow {
-            name: "Mass-Mean",
-            rows: by_model(mass_mean.rows),
+            name: probe.title().into(),
+            rows: by_model(selection.rows),
             floor,
         }],
         caption,
@@ -142,51 +146,50 @@ fn mass_mean_layout<'a>(data: &'a RunData, layers: &VeracityLayers) -> Layout<'a
 }
 
 /// Beyond the paper, beside Fig. 3: the contextual instantiation's retraction rates, one
-/// panel row per probe, one dot per model.
+/// panel row per representational probe, one dot per model.
 fn contextual_layout<'a>(data: &'a RunData, layers: &VeracityLayers) -> Layout<'a> {
-    let sawmil = contextual(data, layers, Probe::Sawmil);
-    let mass_mean = contextual(data, layers, Probe::MassMean);
+    let primary = contextual(data, layers, Probe::PRIMARY);
+    let others: Vec<&str> = Probe::secondary().map(Probe::title).collect();
     let caption = format!(
-        "Beyond the paper: retraction rate per condition when {} (and the same for Mass-Mean); one dot per model with its 95% bootstrap \
+        "Beyond the paper: retraction rate per condition when {} (and the same for {}); one dot per model with its 95% bootstrap \
          interval, the black bar is the median across models; panels of one row share their axis. The probes are not retrained: \
          a retraction here is a statement whose hidden states moved across the baseline probe's boundary because Θ's belief \
          context was in the input.",
-        sawmil.description
+        primary.description,
+        others.join(", ")
     );
+    let panel_rows = Probe::REPRESENTATIONAL
+        .iter()
+        .map(|&probe| PanelRow {
+            name: format!("contextual ({})", probe.title()),
+            rows: by_model(contextual(data, layers, probe).rows),
+            floor: Vec::new(),
+        })
+        .collect();
     Layout {
-        id: "fig3c_contextual",
-        title: "Beside Fig. 3 — Retraction rates with the belief context in the input (contextual)",
+        id: "fig3c_contextual".into(),
+        title: "Beside Fig. 3 — Retraction rates with the belief context in the input (contextual)"
+            .into(),
         measure: Measure::Retraction,
         per_model: true,
-        panel_rows: vec![
-            PanelRow {
-                name: "contextual (sAwMIL)",
-                rows: by_model(sawmil.rows),
-                floor: Vec::new(),
-            },
-            PanelRow {
-                name: "contextual (Mass-Mean)",
-                rows: by_model(mass_mean.rows),
-                floor: Vec::new(),
-            },
-        ],
+        panel_rows,
         caption,
     }
 }
 
-/// Fig. A4: sAwMIL retraction rates per layer offset.
+/// Fig. A4: the primary probe's (sAwMIL's) retraction rates per layer offset.
 fn layers_layout<'a>(data: &'a RunData, layers: &VeracityLayers) -> Layout<'a> {
-    let rows = sawmil_layer_offsets(data, layers)
+    let rows = primary_layer_offsets(data, layers)
         .into_iter()
         .map(|(offset, r)| (offset_label(offset), r))
         .collect();
     Layout {
-        id: "figA4_layers",
-        title: "Fig. A4 — Layer robustness (sAwMIL)",
+        id: "figA4_layers".into(),
+        title: "Fig. A4 — Layer robustness (sAwMIL)".into(),
         measure: Measure::Retraction,
         per_model: false,
         panel_rows: vec![PanelRow {
-            name: REPRESENTATIONAL,
+            name: REPRESENTATIONAL.into(),
             rows,
             floor: Vec::new(),
         }],
@@ -200,12 +203,12 @@ fn layers_layout<'a>(data: &'a RunData, layers: &VeracityLayers) -> Layout<'a> {
 /// Fig. A5: behavioral retraction rates per K and baseline.
 fn context_size_layout(data: &RunData) -> Layout<'_> {
     Layout {
-        id: "figA5_k_baseline",
-        title: "Fig. A5 — Belief-context size and baseline robustness",
+        id: "figA5_k_baseline".into(),
+        title: "Fig. A5 — Belief-context size and baseline robustness".into(),
         measure: Measure::Retraction,
         per_model: false,
         panel_rows: vec![PanelRow {
-            name: BEHAVIORAL,
+            name: BEHAVIORAL.into(),
             rows: behavioral_variants(data),
             floor: Vec::new(),
         }],
@@ -245,8 +248,8 @@ fn draw(data: &RunData, layout: Layout) -> Option<FigureSpec> {
         }
     }
     Some(FigureSpec {
-        id: layout.id.to_string(),
-        title: layout.title.to_string(),
+        id: layout.id.clone(),
+        title: layout.title.clone(),
         caption: layout.caption.clone(),
         figure: Figure {
             panels,
