@@ -10,7 +10,7 @@ use crate::artifact::sha256_hex;
 use crate::error::DataError;
 use crate::statement::{Domain, Kind, Statement};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 mod bundled {
@@ -163,6 +163,14 @@ impl Dataset {
     /// The statement with this id, `None` when there is none (a linear scan).
     pub fn get(&self, id: &str) -> Option<&Statement> {
         self.statements.iter().find(|s| s.id == id)
+    }
+
+    /// Every statement's text by its id, for looking many statements up at once.
+    pub fn texts(&self) -> HashMap<&str, &str> {
+        self.statements
+            .iter()
+            .map(|s| (s.id.as_str(), s.text.as_str()))
+            .collect()
     }
 }
 

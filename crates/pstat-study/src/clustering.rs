@@ -184,12 +184,7 @@ fn run(
         .zip(stored.result.labels.iter().copied())
         .collect();
     output.rows = cluster_rows(&model.name, domain, &stored, retractions);
-    let text: BTreeMap<&str, &str> = study
-        .data(domain)
-        .statements
-        .iter()
-        .map(|s| (s.id.as_str(), s.text.as_str()))
-        .collect();
+    let text = study.data(domain).texts();
     let points: Vec<PromptPoint> = held_out
         .iter()
         .map(|id| {
@@ -307,11 +302,7 @@ fn own_token_spans(
     acts: &Activations,
     ids: &[String],
 ) -> anyhow::Result<BTreeMap<String, std::ops::Range<usize>>> {
-    let text: BTreeMap<&str, &str> = data
-        .statements
-        .iter()
-        .map(|s| (s.id.as_str(), s.text.as_str()))
-        .collect();
+    let text = data.texts();
     let mut spans = BTreeMap::new();
     for id in ids {
         let i = acts

@@ -290,12 +290,7 @@ impl<'a> Reader<'a> {
     fn new(cell: &'a Cell<'a>) -> anyhow::Result<Self> {
         let study = cell.study;
         let held_out = study.held_out_true(cell.domain);
-        let text: BTreeMap<&str, &str> = study
-            .data(cell.domain)
-            .statements
-            .iter()
-            .map(|s| (s.id.as_str(), s.text.as_str()))
-            .collect();
+        let text = study.data(cell.domain).texts();
         let mut lead: Option<Vec<u32>> = None;
         let mut tails = Vec::with_capacity(held_out.len());
         for id in &held_out {

@@ -13,7 +13,7 @@ use anyhow::bail;
 use pstat_data::Domain;
 use pstat_data::activations::Precision;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// One line of `statements.jsonl`.
@@ -77,11 +77,7 @@ pub fn activations(
             let tokens = model.encode_statements(data, &ids)?;
             let provenance = Provenance::of(&model, data);
             let cell = cell_dir(out, &model.name, domain);
-            let text: BTreeMap<&str, &str> = data
-                .statements
-                .iter()
-                .map(|s| (s.id.as_str(), s.text.as_str()))
-                .collect();
+            let text = data.texts();
             let lines: Vec<StatementLine> = ids
                 .iter()
                 .zip(&tokens)

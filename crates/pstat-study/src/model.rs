@@ -5,7 +5,6 @@
 use pstat_data::Dataset;
 use pstat_lm::LanguageModel;
 use pstat_lm::input::{ModelText, StatementEncoder};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -62,11 +61,7 @@ impl LoadedModel {
         data: &Dataset,
         ids: &[String],
     ) -> anyhow::Result<Vec<Vec<u32>>> {
-        let text: HashMap<&str, &str> = data
-            .statements
-            .iter()
-            .map(|s| (s.id.as_str(), s.text.as_str()))
-            .collect();
+        let text = data.texts();
         ids.iter()
             .map(|id| {
                 let text = text
