@@ -6,10 +6,12 @@
 use crate::error::PromptError;
 use crate::template::{LABELS, PREFILL, PromptFormat, Protocol, authors, plain_text, user_turn};
 use pstat_lm::extract::shared_prefix_len;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-/// A model's tokenizer and chat template, as far as prompting needs them.
-pub trait PromptCodec {
+/// A model's tokenizer and chat template, as far as prompting needs them. `Sync`: a unit's
+/// prompts are tokenized on every worker at once.
+pub trait PromptCodec: Sync {
     /// The exact string a chat model reads: `user` as the only user turn through the chat
     /// template, then an open assistant turn that starts with `prefill` (no end-of-turn).
     fn render_chat(&self, user: &str, prefill: &str) -> Result<String, PromptError>;
@@ -150,7 +152,9 @@ impl EncodedPrompts {
             (Protocol::Authors, PromptFormat::Chat) => codec.encode_prompt_with_bos(t),
             _ => codec.encode_prompt(t),
         };
-        let tokens: Vec<Vec<u32>> = texts.iter().map(encode).collect::<Result<_, _>>()?;
+        // Each prompt holds the whole context, so tokenizing a unit's prompts is seconds of
+        // work; they are independent and keep their order.
+        let tokens: Vec<Vec<u32>> = texts.par_iter().map(encode).collect::<Result<_, _>>()?;
         let shared = shared_prefix_len(&tokens);
         Ok(EncodedPrompts {
             texts,

@@ -151,7 +151,9 @@ impl SelfAttention {
         let mut qkv = linear(x, n, &self.qkv);
         if let Some(bias) = &self.qkv_bias {
             for row in qkv.chunks_exact_mut(bias.len()) {
-                super::ops::add_assign(row, bias);
+                for (v, b) in row.iter_mut().zip(bias) {
+                    *v += b;
+                }
             }
         }
         let s = self.shape;

@@ -276,13 +276,22 @@ pub fn rms_norm(x: &mut [f32], weight: &[f32], eps: f32) {
     });
 }
 
-/// `dst += src`, element-wise (the residual connection).
+/// `dst += src`, element-wise (the residual connection). Spread over the workers: on the
+/// caller's thread alone it left the other cores idle once per sublayer.
 pub fn add_assign(dst: &mut [f32], src: &[f32]) {
     assert_eq!(dst.len(), src.len());
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d += s;
-    }
+    dst.par_chunks_mut(ELEMENTWISE_CHUNK)
+        .zip(src.par_chunks(ELEMENTWISE_CHUNK))
+        .for_each(|(d, s)| {
+            for (d, s) in d.iter_mut().zip(s) {
+                *d += s;
+            }
+        });
 }
+
+/// Elements per task of the element-wise passes: large enough that scheduling is negligible,
+/// small enough that a batch's rows spread over every worker.
+const ELEMENTWISE_CHUNK: usize = 1 << 15;
 
 /// Soft-capping, `cap · tanh(x / cap)` in place (Gemma 2's attention and output logits), in
 /// llama.cpp's order of operations: scale, tanh, scale.
@@ -342,22 +351,31 @@ impl RopeTable {
     /// Rotates every head of every row of `x` (`[positions.len() × n_heads·head_dim]`) in place.
     pub fn apply(&self, x: &mut [f32], head_dim: usize, positions: &[usize], style: RopeStyle) {
         let width = x.len() / positions.len().max(1);
-        let half = self.half;
-        for (row, &pos) in x.chunks_exact_mut(width).zip(positions) {
-            let cos = &self.cos[pos * half..(pos + 1) * half];
-            let sin = &self.sin[pos * half..(pos + 1) * half];
-            for head in row.chunks_exact_mut(head_dim) {
-                for i in 0..half {
-                    let (a, b) = match style {
-                        RopeStyle::Interleaved => (2 * i, 2 * i + 1),
-                        RopeStyle::Neox => (i, i + half),
-                    };
-                    let (x0, x1) = (head[a], head[b]);
-                    head[a] = x0 * cos[i] - x1 * sin[i];
-                    head[b] = x0 * sin[i] + x1 * cos[i];
-                }
-            }
+        if width == 0 {
+            return;
         }
+        let half = self.half;
+        // Rows are independent: they go to the workers in runs of rows.
+        let rows_per_task = (ELEMENTWISE_CHUNK / width).max(1);
+        x.par_chunks_mut(rows_per_task * width)
+            .zip(positions.par_chunks(rows_per_task))
+            .for_each(|(rows, positions)| {
+                for (row, &pos) in rows.chunks_exact_mut(width).zip(positions) {
+                    let cos = &self.cos[pos * half..(pos + 1) * half];
+                    let sin = &self.sin[pos * half..(pos + 1) * half];
+                    for head in row.chunks_exact_mut(head_dim) {
+                        for i in 0..half {
+                            let (a, b) = match style {
+                                RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                                RopeStyle::Neox => (i, i + half),
+                            };
+                            let (x0, x1) = (head[a], head[b]);
+                            head[a] = x0 * cos[i] - x1 * sin[i];
+                            head[b] = x0 * sin[i] + x1 * cos[i];
+                        }
+                    }
+                }
+            });
     }
 }
 
