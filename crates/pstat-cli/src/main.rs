@@ -7,10 +7,14 @@
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod cmd;
+mod memory;
 mod output;
 mod progress;
 
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: memory::LargePages = memory::LargePages;
 
 /// `0.1.0 (commit <hash>, dirty: true|false|unknown)`: the git state the binary was built
 /// from (build.rs).
@@ -116,30 +120,8 @@ fn watch_signals() {
     }
 }
 
-/// Keeps freed memory in the process instead of handing it back to the kernel. A forward pass
-/// allocates and frees buffers of megabytes (a batch's activations) in every sublayer; with
-/// glibc's defaults each one is a fresh mapping whose pages fault in zeroed and are unmapped
-/// again on free, which took 8% of a behavioral unit's CPU time, in the kernel. The buffers
-/// live at the peak are the same, so the peak memory is not raised. Called before any other
-/// thread exists.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn keep_freed_memory() {
-    // Allocations up to 32 MiB (glibc's ceiling) come from the heap rather than mmap, and up
-    // to 512 MiB of freed heap is kept rather than trimmed.
-    // SAFETY: mallopt only sets allocator parameters and is called before other threads run.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 512 << 20);
-        libc::mallopt(libc::M_TOP_PAD, 64 << 20);
-    }
-}
-
-/// Other allocators keep their defaults.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn keep_freed_memory() {}
-
 fn main() -> std::process::ExitCode {
-    keep_freed_memory();
+    memory::keep_freed_memory();
     watch_signals();
     let cli = Cli::parse();
     // Warnings always; detail logs for debugging (cache hits, unit keys) only when RUST_LOG

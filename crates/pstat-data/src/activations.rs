@@ -104,6 +104,15 @@ impl Activations {
         self.token_ids.len()
     }
 
+    /// Makes room for `statements` more statements of `tokens` token rows in all, so that
+    /// pushing them never moves the rows already held.
+    pub fn reserve(&mut self, statements: usize, tokens: usize) {
+        self.values.reserve(tokens * self.hidden);
+        self.token_ids.reserve(tokens);
+        self.offsets.reserve(statements);
+        self.statement_ids.reserve(statements);
+    }
+
     /// Append one statement's token rows (`rows.len() == ids.len() * hidden`).
     pub fn push(&mut self, statement_id: &str, token_ids: &[u32], rows: &[f32]) {
         assert_eq!(

@@ -10,6 +10,7 @@ use crate::model::{FinalRows, ForwardPlan, PrefixCache};
 use crate::runtime::{LanguageModel, LmError, batches};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use pstat_data::activations::Activations;
+use rayon::prelude::*;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -125,7 +126,15 @@ impl<'a> Extractor<'a> {
     ) -> Result<Vec<Activations>, LmError> {
         let (model, layers) = (self.model, self.layers);
         let hidden = model.hidden_size();
-        let mut out: Vec<Activations> = layers.iter().map(|_| Activations::new(hidden)).collect();
+        let tokens: usize = self.sequences[range.clone()].iter().map(Vec::len).sum();
+        let mut out: Vec<Activations> = layers
+            .iter()
+            .map(|_| {
+                let mut acts = Activations::new(hidden);
+                acts.reserve(range.len(), tokens);
+                acts
+            })
+            .collect();
         let suffixes: Vec<Vec<u32>> = self.sequences[range.clone()]
             .iter()
             .map(|s| s[self.skip..].to_vec())
@@ -138,18 +147,32 @@ impl<'a> Extractor<'a> {
         let mut next = range.start;
         for batch in batches(&suffixes) {
             let result = model.model().forward(&batch, self.prefix.as_ref(), &plan)?;
-            let mut row = 0;
-            for suffix in &batch {
-                let span = row * hidden..(row + suffix.len()) * hidden;
-                for (layer, acts) in out.iter_mut().enumerate() {
-                    let mut rows = self.prefix_rows[layer].clone();
-                    rows.extend_from_slice(&result.captured[layer][span.clone()]);
-                    model.check_finite(&rows, next, layers[layer])?;
-                    acts.push(&self.ids[next], &self.sequences[next], &rows);
-                }
-                row += suffix.len();
-                next += 1;
+            // Each layer's rows are checked and stored by a worker of their own; the error
+            // reported is the one a statement-by-statement, layer-by-layer pass meets first.
+            let first_error = out
+                .par_iter_mut()
+                .enumerate()
+                .filter_map(|(layer, acts)| {
+                    let captured = &result.captured[layer];
+                    let mut row = 0;
+                    for (i, suffix) in batch.iter().enumerate() {
+                        let span = row * hidden..(row + suffix.len()) * hidden;
+                        let mut rows = self.prefix_rows[layer].clone();
+                        rows.extend_from_slice(&captured[span]);
+                        let at = next + i;
+                        if let Err(err) = model.check_finite(&rows, at, layers[layer]) {
+                            return Some(((at, layer), err));
+                        }
+                        acts.push(&self.ids[at], &self.sequences[at], &rows);
+                        row += suffix.len();
+                    }
+                    None
+                })
+                .min_by_key(|(order, _)| *order);
+            if let Some((_, err)) = first_error {
+                return Err(err);
             }
+            next += batch.len();
             progress(batch.len());
         }
         Ok(out)

@@ -21,6 +21,7 @@ use pstat_data::activations::{Activations, ActivationsError, Precision, move_asi
 use pstat_data::artifact::sha256_hex;
 use pstat_data::error::Malformed;
 use pstat_data::{Dataset, Domain};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -148,13 +149,20 @@ pub fn cached_activations_in_blocks(
     };
     let label = format!("{} {domain} activations", model.name);
     let acts = job.run(&blocks, &label, progress)?;
-    for (&layer, mut a) in missing.iter().zip(acts) {
-        provenance.stamp(&mut a, layer);
-        a.write(&path(layer), Precision::F16)?;
-        // Every use sees what the cache holds (f16, checked against its hash on the read), so
-        // a run that extracts a layer and one that resumes from the cache compute the same.
-        out.insert(layer, Activations::read(&path(layer))?);
-    }
+    // One worker per layer file: converting, hashing and writing hundreds of megabytes.
+    let stored: Vec<(usize, Activations)> = missing
+        .par_iter()
+        .zip(acts)
+        .map(|(&layer, mut a)| -> anyhow::Result<(usize, Activations)> {
+            provenance.stamp(&mut a, layer);
+            a.write(&path(layer), Precision::F16)?;
+            // Every use sees what the cache holds (f16, checked against its hash on the
+            // read), so a run that extracts a layer and one that resumes from the cache
+            // compute the same.
+            Ok((layer, Activations::read(&path(layer))?))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    out.extend(stored);
     // The layer files now hold every block: the partial files are no longer needed.
     for range in &blocks {
         for &layer in &missing {
@@ -230,29 +238,39 @@ impl BlockJob<'_> {
                 )?),
             };
             let mut acts = extractor.block(range.clone(), |n| progress.advance(n))?;
-            for (&layer, a) in self.layers.iter().zip(&mut acts) {
-                self.provenance.stamp(a, layer);
-                // f32: exact, so the layer files assembled from blocks hold what one pass
-                // would have written.
-                a.write(&self.partial_path(layer, range), Precision::F32)?;
-            }
+            self.layers
+                .par_iter()
+                .zip(&mut acts)
+                .try_for_each(|(&layer, a)| {
+                    self.provenance.stamp(a, layer);
+                    // f32: exact, so the layer files assembled from blocks hold what one pass
+                    // would have written.
+                    a.write(&self.partial_path(layer, range), Precision::F32)
+                })?;
             *part = Some(acts);
         }
         progress.finish(false);
         let hidden = self.model.lm.hidden_size();
-        let mut whole: Vec<Activations> = self
-            .layers
-            .iter()
-            .map(|_| Activations::new(hidden))
-            .collect();
-        for part in parts.into_iter().flatten() {
-            for (w, p) in whole.iter_mut().zip(part) {
-                for i in 0..p.len() {
-                    let tokens = &p.token_ids[p.offsets[i]..p.offsets[i + 1]];
-                    w.push(&p.statement_ids[i], tokens, p.statement(i));
+        let parts: Vec<Vec<Activations>> = parts.into_iter().flatten().collect();
+        // Each layer is assembled from its blocks by a worker of its own.
+        let whole: Vec<Activations> = (0..self.layers.len())
+            .into_par_iter()
+            .map(|layer| {
+                let mut w = Activations::new(hidden);
+                let blocks = parts.iter().map(|part| &part[layer]);
+                w.reserve(
+                    blocks.clone().map(Activations::len).sum(),
+                    blocks.clone().map(Activations::n_tokens).sum(),
+                );
+                for p in blocks {
+                    for i in 0..p.len() {
+                        let tokens = &p.token_ids[p.offsets[i]..p.offsets[i + 1]];
+                        w.push(&p.statement_ids[i], tokens, p.statement(i));
+                    }
                 }
-            }
-        }
+                w
+            })
+            .collect();
         Ok(whole)
     }
 

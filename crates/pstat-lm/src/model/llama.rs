@@ -17,7 +17,7 @@
 
 use super::attention::LayerKv;
 use super::layers::{AttentionOptions, GatedMlp, Rope, SelfAttention};
-use super::ops::{GatedActivation, RopeStyle, add_assign, rms_norm};
+use super::ops::{GatedActivation, RopeStyle, add_assign, par_copy, rms_norm};
 use super::{BlockContext, Loader, ModelError};
 use crate::gguf::ModelConfig;
 
@@ -70,11 +70,11 @@ impl Block {
     /// `prefix` keys/values when given; returns this batch's keys/values for the layer.
     pub fn forward(&self, x: &mut [f32], ctx: &BlockContext, prefix: Option<&LayerKv>) -> LayerKv {
         let n = ctx.positions.len();
-        let mut normed = x.to_vec();
+        let mut normed = par_copy(x);
         rms_norm(&mut normed, &self.attn_norm, self.eps);
         let (attn, kv) = self.attn.forward(&normed, ctx, prefix);
         add_assign(x, &attn);
-        let mut normed = x.to_vec();
+        let mut normed = par_copy(x);
         rms_norm(&mut normed, &self.ffn_norm, self.eps);
         add_assign(x, &self.mlp.forward(&normed, n));
         kv

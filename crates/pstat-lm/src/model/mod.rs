@@ -442,7 +442,7 @@ impl Model {
                 .enumerate()
                 .filter(|(_, l)| **l == layer)
             {
-                captured[slot] = x.to_vec();
+                captured[slot] = ops::par_copy(x);
             }
         };
         capture(0, &x);

@@ -289,6 +289,24 @@ pub fn add_assign(dst: &mut [f32], src: &[f32]) {
         });
 }
 
+/// A copy of `x` made by the workers together: a batch's residual stream is megabytes, and
+/// copied on the caller's thread alone it left the other cores idle.
+pub fn par_copy(x: &[f32]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(x.len());
+    out.spare_capacity_mut()
+        .par_chunks_mut(ELEMENTWISE_CHUNK)
+        .zip(x.par_chunks(ELEMENTWISE_CHUNK))
+        .for_each(|(dst, src)| {
+            for (d, s) in dst.iter_mut().zip(src) {
+                d.write(*s);
+            }
+        });
+    // SAFETY: the chunks above cover the first x.len() elements of the capacity, and each
+    // was written.
+    unsafe { out.set_len(x.len()) };
+    out
+}
+
 /// Elements per task of the element-wise passes: large enough that scheduling is negligible,
 /// small enough that a batch's rows spread over every worker.
 const ELEMENTWISE_CHUNK: usize = 1 << 15;
