@@ -54,14 +54,17 @@ pub fn object_token_indices(token_spans: &[Range<usize>], spans: &[Range<usize>]
         .collect()
 }
 
-/// Fam(s): mean of `token_probs[i - 1]` (= p(t_i | t_<i)) over the object tokens; `None` when
-/// the statement has no object token (e.g. an entity the text does not contain verbatim).
-pub fn familiarity(token_probs: &[f32], object_tokens: &[usize]) -> Option<f64> {
-    let probs: Vec<f64> = object_tokens
-        .iter()
-        .filter_map(|&i| token_probs.get(i.checked_sub(1)?).map(|p| *p as f64))
-        .collect();
-    (!probs.is_empty()).then(|| probs.iter().sum::<f64>() / probs.len() as f64)
+/// Fam(s): the mean of p(t_i | t_<i) over the object tokens i, given those probabilities;
+/// `None` when the statement has no object token (e.g. an entity the text does not contain
+/// verbatim).
+pub fn familiarity(object_token_probs: &[f32]) -> Option<f64> {
+    (!object_token_probs.is_empty()).then(|| {
+        object_token_probs
+            .iter()
+            .map(|&p| f64::from(p))
+            .sum::<f64>()
+            / object_token_probs.len() as f64
+    })
 }
 
 #[cfg(test)]
@@ -92,8 +95,8 @@ mod tests {
             object_token_indices(&tokens, std::slice::from_ref(&paris)),
             vec![4]
         );
-        let probs = [0.1, 0.2, 0.3, 0.5, 0.9]; // p(t1|t0) .. p(t5|..)
-        assert_eq!(familiarity(&probs, &[4]), Some(0.5));
-        assert_eq!(familiarity(&probs, &[]), None);
+        assert_eq!(familiarity(&[0.5]), Some(0.5));
+        assert_eq!(familiarity(&[0.5, 0.25]), Some(0.375));
+        assert_eq!(familiarity(&[]), None);
     }
 }

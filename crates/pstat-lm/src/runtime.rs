@@ -252,24 +252,64 @@ impl LanguageModel {
 
     /// p(t_i | t_<i) for i ≥ 1 of every sequence (a sequence of n tokens gets n − 1 values).
     pub fn token_probabilities(&self, sequences: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, LmError> {
+        let positions: Vec<Vec<usize>> = sequences.iter().map(|s| (1..s.len()).collect()).collect();
+        self.token_probabilities_at(sequences, &positions)
+    }
+
+    /// p(t_i | t_<i) at the positions `positions[s]` of sequence s, in the order listed. The
+    /// LM head (for a large vocabulary the biggest product of the model) runs only at the rows
+    /// that predict them; each value is the one [`Self::token_probabilities`] gives.
+    ///
+    /// Panics when a position is 0 (the first token has no prediction) or past the end of its
+    /// sequence, or when there is not one list of positions per sequence.
+    pub fn token_probabilities_at(
+        &self,
+        sequences: &[Vec<u32>],
+        positions: &[Vec<usize>],
+    ) -> Result<Vec<Vec<f32>>, LmError> {
+        assert_eq!(
+            sequences.len(),
+            positions.len(),
+            "one position list per sequence"
+        );
+        for (seq, wanted) in sequences.iter().zip(positions) {
+            assert!(
+                wanted.iter().all(|&i| (1..seq.len()).contains(&i)),
+                "positions must lie in 1..{}",
+                seq.len()
+            );
+        }
         let plan = ForwardPlan {
             capture: &[],
             final_rows: FinalRows::All,
             keep_kv: false,
         };
-        let mut result = Vec::with_capacity(sequences.len());
+        let mut result: Vec<Vec<f32>> = Vec::with_capacity(sequences.len());
         for batch in batches(sequences) {
             let out = self.model.forward(&batch, None, &plan)?;
-            // Row r predicts the token at r + 1 of the same sequence.
-            let targets: Vec<Option<u32>> = batch
-                .iter()
-                .flat_map(|s| s[1..].iter().map(|&t| Some(t)).chain([None]))
-                .collect();
-            let probs = self.logprobs_of(&out.final_hidden, |r| targets[r].map(|t| vec![t]))?;
-            let mut rows = probs.into_iter();
-            for seq in &batch {
-                let values = rows.by_ref().take(seq.len()).flatten();
-                let probs: Vec<f32> = values.map(|n| n.logprobs[0].exp()).collect();
+            let first = result.len();
+            // Row r of a sequence predicts its token at r + 1.
+            let mut targets: Vec<Option<u32>> = vec![None; batch.iter().map(|s| s.len()).sum()];
+            let mut offsets = Vec::with_capacity(batch.len());
+            let mut row = 0;
+            for (j, seq) in batch.iter().enumerate() {
+                for &i in &positions[first + j] {
+                    targets[row + i - 1] = Some(seq[i]);
+                }
+                offsets.push(row);
+                row += seq.len();
+            }
+            let scored = self.logprobs_of(&out.final_hidden, |r| targets[r].map(|t| vec![t]))?;
+            for (j, &row) in offsets.iter().enumerate() {
+                let probs: Vec<f32> = positions[first + j]
+                    .iter()
+                    .map(|&i| {
+                        let next = scored[row + i - 1]
+                            .as_ref()
+                            .expect("every listed row is scored");
+                        next.logprobs[0].exp()
+                    })
+                    .collect();
                 self.check_output(&probs, result.len())?;
                 result.push(probs);
             }

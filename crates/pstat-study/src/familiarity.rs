@@ -136,16 +136,22 @@ fn object_token_table(
             .iter()
             .map(|e| e.iter().map(|t| t.0).collect())
             .collect();
-        let probs = model.lm.token_probabilities(&ids)?;
-        for ((s, e), p) in chunk_s.iter().zip(chunk_e).zip(&probs) {
-            let spans: Vec<_> = e.iter().map(|t| t.1.clone()).collect();
-            let objects =
-                object_token_indices(&spans, &entity_spans(&s.text, &s.subject, &s.object));
+        let objects: Vec<Vec<usize>> = chunk_s
+            .iter()
+            .zip(chunk_e)
+            .map(|(s, e)| {
+                let spans: Vec<_> = e.iter().map(|t| t.1.clone()).collect();
+                object_token_indices(&spans, &entity_spans(&s.text, &s.subject, &s.object))
+            })
+            .collect();
+        // Only the object tokens' probabilities are read: the LM head runs at their rows.
+        let probs = model.lm.token_probabilities_at(&ids, &objects)?;
+        for ((s, objects), p) in chunk_s.iter().zip(&objects).zip(&probs) {
             per_statement.push(StatementFamiliarity {
                 id: s.id.clone(),
                 kind: s.kind,
                 object_tokens: objects.len(),
-                fam: familiarity(p, &objects),
+                fam: familiarity(p),
             });
         }
         progress.advance(chunk_s.len());
