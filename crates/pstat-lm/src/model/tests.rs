@@ -581,3 +581,30 @@ fn a_non_finite_weight_is_an_error_naming_model_sequence_and_layer() {
         assert!(err.to_string().contains("LM head"), "{err}");
     }
 }
+
+#[test]
+fn token_probabilities_at_reads_the_listed_positions_of_the_full_pass() {
+    for t in [LLAMA, GEMMA3] {
+        let weights = random_weights(t, 11);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        write_gguf(t, &weights, &path);
+        let lm = crate::LanguageModel::load(&path).unwrap();
+        let seqs = sequences();
+        let all = lm.token_probabilities(&seqs).unwrap();
+        // Every other position, listed out of order, and none for the one-token sequence.
+        let positions: Vec<Vec<usize>> = seqs
+            .iter()
+            .map(|s| (1..s.len()).filter(|i| i % 2 == 1).rev().collect())
+            .collect();
+        let some = lm.token_probabilities_at(&seqs, &positions).unwrap();
+        assert_eq!(some.len(), seqs.len());
+        for ((all, some), listed) in all.iter().zip(&some).zip(&positions) {
+            assert_eq!(some.len(), listed.len());
+            for (&p, &i) in some.iter().zip(listed) {
+                let full = all[i - 1];
+                assert_eq!(p.to_bits(), full.to_bits(), "{p} vs {full} at {i}");
+            }
+        }
+    }
+}
