@@ -415,15 +415,7 @@ impl LanguageModel {
         let mut result: Vec<Option<NextToken>> = vec![None; n_rows];
         let needed: Vec<usize> = (0..n_rows).filter(|&r| wanted(r).is_some()).collect();
         for chunk in needed.chunks(ROWS_PER_HEAD) {
-            // A lone row goes in twice: gemm multiplies a single row by its matrix-vector
-            // path, which sums in another order, and a row's logits would then depend on
-            // which rows happened to share its product.
-            let padded = if chunk.len() == 1 {
-                &chunk[..1].repeat(2)[..]
-            } else {
-                chunk
-            };
-            let rows: Vec<f32> = padded
+            let rows: Vec<f32> = chunk
                 .iter()
                 .flat_map(|&r| final_hidden[r * hidden..(r + 1) * hidden].iter().copied())
                 .collect();

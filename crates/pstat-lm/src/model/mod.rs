@@ -493,10 +493,19 @@ impl Model {
     }
 
     /// Logits `[rows × vocab]` of final-norm outputs `[rows × hidden]` (soft-capped for
-    /// Gemma 2).
+    /// Gemma 2). A row's logits do not depend on the other rows of the call: a lone row goes
+    /// in twice, because gemm multiplies a single row by its matrix-vector path, which sums
+    /// in another order.
     pub fn logits(&self, final_hidden: &[f32]) -> Vec<f32> {
         let head = self.lm_head.as_ref().unwrap_or(&self.embeddings);
-        let mut logits = linear(final_hidden, final_hidden.len() / self.config.hidden, head);
+        let rows = final_hidden.len() / self.config.hidden;
+        let mut logits = if rows == 1 {
+            let mut twice = linear(&final_hidden.repeat(2), 2, head);
+            twice.truncate(head.rows);
+            twice
+        } else {
+            linear(final_hidden, rows, head)
+        };
         if let Some(cap) = self.config.final_softcap {
             soft_cap(&mut logits, cap);
         }
