@@ -15,6 +15,8 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One C value's cross-validation result.
 #[derive(Debug, Clone)]
@@ -92,36 +94,39 @@ pub fn one_se_choice(scores: &[CvScore]) -> Option<f64> {
 /// choice does not depend on scheduling.
 pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
     let folds = kfold(set.len(), params.cv_folds, params.seed);
-    let mut cv_folds = Vec::with_capacity(folds.len());
-    for (j, (train_idx, test_idx)) in folds.iter().enumerate() {
-        let train = set.subset(train_idx);
-        let held_out = set.subset(test_idx);
-        train.require_both_classes(&format!("C search fold {j} training bags"))?;
-        let scaler = Standardizer::fit(
-            (0..train.len()).map(|i| train.bags.bag(i)),
-            train.bags.dim(),
-        );
-        let prepared = PreparedBags::new(
-            &train,
-            &scaler,
-            params.max_bag_size,
-            params.cv_bag_limit,
-            params.seed,
-        );
-        cv_folds.push(CvFold {
-            index: j,
-            prepared,
-            scaler,
-            held_out,
-        });
-    }
-    let tasks: Vec<(usize, usize)> = (0..params.c_grid.len())
-        .flat_map(|ci| (0..cv_folds.len()).map(move |j| (ci, j)))
+    let parts: Vec<(TrainingSet, TrainingSet)> = folds
+        .iter()
+        .map(|(train_idx, test_idx)| (set.subset(train_idx), set.subset(test_idx)))
         .collect();
-    let aps: Vec<FoldResult> = tasks
-        .par_iter()
-        .map(|&(ci, j)| cv_folds[j].average_precision(params.c_grid[ci], params))
-        .collect::<Result<_>>()?;
+    for (j, (train, _)) in parts.iter().enumerate() {
+        train.require_both_classes(&format!("C search fold {j} training bags"))?;
+    }
+    // Standardizing and capping a fold's bags is a fifth of a search's work when done one
+    // fold after another.
+    let cv_folds: Vec<CvFold> = parts
+        .into_par_iter()
+        .enumerate()
+        .map(|(index, (train, held_out))| {
+            let scaler = Standardizer::fit(
+                (0..train.len()).map(|i| train.bags.bag(i)),
+                train.bags.dim(),
+            );
+            let prepared = PreparedBags::new(
+                &train,
+                &scaler,
+                params.max_bag_size,
+                params.cv_bag_limit,
+                params.seed,
+            );
+            CvFold {
+                index,
+                prepared,
+                scaler,
+                held_out,
+            }
+        })
+        .collect();
+    let aps = fold_results(&cv_folds, params)?;
     let scores: Vec<CvScore> = params
         .c_grid
         .iter()
@@ -170,6 +175,36 @@ pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
         )));
     };
     Ok(CSearch { scores, chosen })
+}
+
+/// Every (C, fold) fit's result, in (C, fold) order. The fits take longer the larger C is
+/// (the largest often as long as the three smallest together), so the workers take them
+/// largest C first: a slow fit started last would leave the other workers idle until it
+/// ends. Which worker fits what changes no result.
+fn fold_results(cv_folds: &[CvFold], params: &SawMilParams) -> Result<Vec<FoldResult>> {
+    let mut tasks: Vec<(usize, usize)> = (0..params.c_grid.len())
+        .flat_map(|ci| (0..cv_folds.len()).map(move |j| (ci, j)))
+        .collect();
+    let slowest_first =
+        |&(ci, j): &(usize, usize)| (std::cmp::Reverse(params.c_grid[ci].to_bits()), j);
+    tasks.sort_by_key(slowest_first);
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<(usize, usize, Result<FoldResult>)>> = Mutex::new(Vec::new());
+    rayon::scope(|scope| {
+        for _ in 0..rayon::current_num_threads().min(tasks.len()) {
+            scope.spawn(|_| {
+                while let Some(&(ci, j)) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let result = cv_folds[j].average_precision(params.c_grid[ci], params);
+                    done.lock()
+                        .expect("no fit panics holding the lock")
+                        .push((ci, j, result));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().expect("no fit panics holding the lock");
+    done.sort_by_key(|&(ci, j, _)| (ci, j));
+    done.into_iter().map(|(_, _, result)| result).collect()
 }
 
 /// A fold's fit at one C: its held-out average precision, or why there is no fit.
