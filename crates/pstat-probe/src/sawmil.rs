@@ -627,6 +627,44 @@ mod tests {
         assert_eq!(search.skipped().count(), 0, "{search:?}");
     }
 
+    /// The search's fits are handed to the workers largest C first; the scores still come in
+    /// grid order (here not ascending) and are the same bits whatever the number of workers.
+    #[test]
+    fn c_search_scores_do_not_depend_on_the_workers() {
+        let (bags, labels) = separable_bags();
+        let set = TrainingSet::with_last_known(bags, labels, 2).unwrap();
+        let params = SawMilParams {
+            c_grid: vec![1.0, 0.1, 100.0, 10.0],
+            ..SawMilParams::default()
+        };
+        let search_on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| params.fit_report(&set).unwrap().search.unwrap())
+        };
+        let bits = |s: &search::CSearch| -> Vec<(u64, Vec<u64>)> {
+            s.scores
+                .iter()
+                .map(|c| {
+                    (
+                        c.c.to_bits(),
+                        c.fold_ap.iter().map(|a| a.to_bits()).collect(),
+                    )
+                })
+                .collect()
+        };
+        let one = search_on(1);
+        let grid: Vec<f64> = one.scores.iter().map(|s| s.c).collect();
+        assert_eq!(grid, params.c_grid);
+        for threads in [2, 3, 4] {
+            let many = search_on(threads);
+            assert_eq!(bits(&one), bits(&many), "{threads} workers");
+            assert_eq!(one.chosen.to_bits(), many.chosen.to_bits());
+        }
+    }
+
     /// A fit whose QP is cut off at the caps still returns its probe, pointing the right way and
     /// marked unconverged (also in the saved file); within the default caps it converges.
     #[test]
