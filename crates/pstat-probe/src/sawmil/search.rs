@@ -15,8 +15,6 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One C value's cross-validation result.
 #[derive(Debug, Clone)]
@@ -178,31 +176,26 @@ pub fn search_c(set: &TrainingSet, params: &SawMilParams) -> Result<CSearch> {
 }
 
 /// Every (C, fold) fit's result, in (C, fold) order. The fits take longer the larger C is
-/// (the largest often as long as the three smallest together), so the workers take them
-/// largest C first: a slow fit started last would leave the other workers idle until it
+/// (the largest often as long as the three smallest together), so idle workers take the next
+/// fit from a list ordered largest C first (`par_bridge` hands out a sequential iterator's
+/// items in order): a slow fit started last would leave the other workers idle until it
 /// ends. Which worker fits what changes no result.
 fn fold_results(cv_folds: &[CvFold], params: &SawMilParams) -> Result<Vec<FoldResult>> {
     let mut tasks: Vec<(usize, usize)> = (0..params.c_grid.len())
         .flat_map(|ci| (0..cv_folds.len()).map(move |j| (ci, j)))
         .collect();
-    let slowest_first =
-        |&(ci, j): &(usize, usize)| (std::cmp::Reverse(params.c_grid[ci].to_bits()), j);
-    tasks.sort_by_key(slowest_first);
-    let next = AtomicUsize::new(0);
-    let done: Mutex<Vec<(usize, usize, Result<FoldResult>)>> = Mutex::new(Vec::new());
-    rayon::scope(|scope| {
-        for _ in 0..rayon::current_num_threads().min(tasks.len()) {
-            scope.spawn(|_| {
-                while let Some(&(ci, j)) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let result = cv_folds[j].average_precision(params.c_grid[ci], params);
-                    done.lock()
-                        .expect("no fit panics holding the lock")
-                        .push((ci, j, result));
-                }
-            });
-        }
-    });
-    let mut done = done.into_inner().expect("no fit panics holding the lock");
+    tasks.sort_by_key(|&(ci, j)| (std::cmp::Reverse(params.c_grid[ci].to_bits()), j));
+    let mut done: Vec<(usize, usize, Result<FoldResult>)> = tasks
+        .into_iter()
+        .par_bridge()
+        .map(|(ci, j)| {
+            (
+                ci,
+                j,
+                cv_folds[j].average_precision(params.c_grid[ci], params),
+            )
+        })
+        .collect();
     done.sort_by_key(|&(ci, j, _)| (ci, j));
     done.into_iter().map(|(_, _, result)| result).collect()
 }
