@@ -17,7 +17,7 @@
 
 use super::attention::LayerKv;
 use super::layers::{AttentionOptions, GatedMlp, Rope, SelfAttention};
-use super::ops::{GatedActivation, RopeStyle, add_assign, par_copy, rms_norm};
+use super::ops::{GatedActivation, RopeStyle, add_assign, par_copy, rms_norm, rows_of};
 use super::{BlockContext, Loader, ModelError};
 use crate::gguf::ModelConfig;
 
@@ -79,13 +79,23 @@ impl Block {
     }
 
     /// Runs the block on the residual stream `x` `[rows × hidden]` in place, after the cached
-    /// `prefix` keys/values when given; returns this batch's keys/values for the layer.
-    pub fn forward(&self, x: &mut [f32], ctx: &BlockContext, prefix: Option<&LayerKv>) -> LayerKv {
-        let n = ctx.positions.len();
+    /// `prefix` keys/values when given; returns this batch's keys/values for the layer. With
+    /// `keep`, `x` leaves with only the rows listed (see [`SelfAttention::forward`]).
+    pub fn forward(
+        &self,
+        x: &mut Vec<f32>,
+        ctx: &BlockContext,
+        prefix: Option<&LayerKv>,
+        keep: Option<&[usize]>,
+    ) -> LayerKv {
         let mut normed = par_copy(x);
         rms_norm(&mut normed, &self.attn_norm, self.eps);
-        let (mut attn, kv) = self.attn.forward(&normed, ctx, prefix);
+        let (mut attn, kv) = self.attn.forward(&normed, ctx, prefix, keep);
         rms_norm(&mut attn, &self.post_attn_norm, self.eps);
+        if let Some(rows) = keep {
+            *x = rows_of(x, self.post_attn_norm.len(), rows);
+        }
+        let n = x.len() / self.post_attn_norm.len();
         add_assign(x, &attn);
         let mut normed = par_copy(x);
         rms_norm(&mut normed, &self.ffn_norm, self.eps);

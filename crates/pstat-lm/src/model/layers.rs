@@ -2,7 +2,7 @@
 //! with RoPE and a gated MLP. Architecture files wire them (norm placement, options).
 
 use super::attention::{AttentionShape, LayerKv, attend};
-use super::ops::{GatedActivation, Matrix, RopeStyle, gated, linear, rms_norm};
+use super::ops::{GatedActivation, Matrix, RopeStyle, gated, linear, rms_norm, rows_of};
 use super::{BlockContext, Loader, ModelError};
 use crate::gguf::ModelConfig;
 
@@ -140,12 +140,15 @@ impl SelfAttention {
     }
 
     /// Attention output `[rows × hidden]` for the normed input `x`, and the keys/values of
-    /// these rows (for a prefix cache).
+    /// these rows (for a prefix cache). With `keep`, the output is only that of the rows
+    /// listed: every row is still a query, so the kept rows attend exactly as in the whole
+    /// batch, and only the output projection is skipped for the others.
     pub fn forward(
         &self,
         x: &[f32],
         ctx: &BlockContext,
         prefix: Option<&LayerKv>,
+        keep: Option<&[usize]>,
     ) -> (Vec<f32>, LayerKv) {
         let n = ctx.positions.len();
         let mut qkv = linear(x, n, &self.qkv);
@@ -172,7 +175,15 @@ impl SelfAttention {
         rope.apply(&mut k, s.head_dim, &ctx.positions, self.rope_style);
         let own = LayerKv { k, v };
         let heads = attend(&q, &own, prefix, &ctx.packing, s);
-        (linear(&heads, n, &self.out), own)
+        let out = match keep {
+            Some(rows) => linear(
+                &rows_of(&heads, s.n_heads * s.value_dim, rows),
+                rows.len(),
+                &self.out,
+            ),
+            None => linear(&heads, n, &self.out),
+        };
+        (out, own)
     }
 }
 

@@ -248,13 +248,14 @@ impl Blocks {
     fn forward(
         &self,
         layer: usize,
-        x: &mut [f32],
+        x: &mut Vec<f32>,
         ctx: &BlockContext,
         prefix: Option<&LayerKv>,
+        keep: Option<&[usize]>,
     ) -> LayerKv {
         match self {
-            Blocks::PreNorm(b) => b[layer].forward(x, ctx, prefix),
-            Blocks::Sandwich(b) => b[layer].forward(x, ctx, prefix),
+            Blocks::PreNorm(b) => b[layer].forward(x, ctx, prefix, keep),
+            Blocks::Sandwich(b) => b[layer].forward(x, ctx, prefix, keep),
         }
     }
 }
@@ -446,24 +447,32 @@ impl Model {
             }
         };
         capture(0, &x);
+        let last_block = self.last_block_rows(plan, &ctx.packing);
         for layer in 0..depth {
             let layer_prefix = prefix.map(|p| &p.kv[layer]);
-            let layer_kv = self.blocks.forward(layer, &mut x, &ctx, layer_prefix);
+            let keep = (layer + 1 == n_layers)
+                .then_some(last_block.as_deref())
+                .flatten();
+            let layer_kv = self.blocks.forward(layer, &mut x, &ctx, layer_prefix, keep);
             if plan.keep_kv {
                 kv.push(concat_kv(layer_prefix, layer_kv));
             }
             capture(layer + 1, &x);
         }
         let hidden = c.hidden;
-        let mut final_hidden = match plan.final_rows {
-            FinalRows::None => Vec::new(),
-            FinalRows::All => x,
-            FinalRows::Last => (0..ctx.packing.n_sequences())
-                .flat_map(|s| {
-                    let last = ctx.packing.offsets[s + 1] - 1;
-                    x[last * hidden..(last + 1) * hidden].iter().copied()
-                })
-                .collect(),
+        let mut final_hidden = match (plan.final_rows, &last_block) {
+            (FinalRows::None, _) => Vec::new(),
+            (FinalRows::All, _) => x,
+            // The last block kept the sequences' last rows, after the row before a lone one.
+            (FinalRows::Last, Some(kept)) => {
+                x.split_off((kept.len() - ctx.packing.n_sequences()) * hidden)
+            }
+            (FinalRows::Last, None) => {
+                let last: Vec<usize> = (1..=ctx.packing.n_sequences())
+                    .map(|s| ctx.packing.offsets[s] - 1)
+                    .collect();
+                ops::rows_of(&x, hidden, &last)
+            }
         };
         rms_norm(&mut final_hidden, &self.output_norm, c.rms_eps);
         Ok(ForwardOutput {
@@ -471,6 +480,33 @@ impl Model {
             final_hidden,
             kv,
         })
+    }
+
+    /// The rows the last block computes past its attention when only the sequences' last rows
+    /// leave the model (and neither the last layer's states nor keys and values are kept):
+    /// every row still attends, but the output projection and the MLP run at the last rows
+    /// only (for the embedded models, 2–3% of scoring a prompt after its shared prefix). Each
+    /// kept row is computed exactly as in the whole batch where the products are wide enough
+    /// ([`ops::rows_independent`]; every real model's are), and because gemm multiplies a
+    /// lone row by its matrix-vector path, in another summation order, a single sequence
+    /// keeps the row before its last one too. `None` where nothing would be saved or a bit
+    /// could change.
+    fn last_block_rows(&self, plan: &ForwardPlan, packing: &Packing) -> Option<Vec<usize>> {
+        let c = &self.config;
+        if plan.final_rows != FinalRows::Last
+            || plan.keep_kv
+            || plan.capture.contains(&c.n_layers)
+            || !ops::rows_independent(c.hidden.min(2 * c.ffn))
+        {
+            return None;
+        }
+        let last = |s: usize| packing.offsets[s + 1] - 1;
+        let n = packing.n_sequences();
+        match (n, packing.n_rows()) {
+            (_, rows) if rows <= n.max(2) => None,
+            (1, _) => Some(vec![last(0) - 1, last(0)]),
+            _ => Some((0..n).map(last).collect()),
+        }
     }
 
     /// Runs `tokens` once and keeps every layer's keys and values, so that many continuations

@@ -235,6 +235,14 @@ pub fn linear(x: &[f32], n: usize, w: &Matrix) -> Vec<f32> {
 /// fixed kc = 512 blocking for m, n ≤ 64), whatever the number of input rows, so a tile sums
 /// exactly as the whole matrix does. A matrix with fewer rows is one tile.
 const MIN_TILE_ROWS: usize = 257;
+
+/// Whether [`linear`] computes a row of a product with `out` output columns exactly as it does
+/// among any other rows (two or more; a lone row takes gemm's matrix-vector path): true above
+/// gemm's small-matrix sizes (see [`MIN_TILE_ROWS`]), so a subset of a batch's rows can be
+/// multiplied alone without changing a bit.
+pub fn rows_independent(out: usize) -> bool {
+    out >= MIN_TILE_ROWS
+}
 /// A tile's dequantized f32 rows aim at this size (about an L2 cache), more rows than
 /// [`MIN_TILE_ROWS`] when rows are short.
 const TILE_BYTES: usize = 2 << 20;
@@ -287,6 +295,13 @@ pub fn add_assign(dst: &mut [f32], src: &[f32]) {
                 *d += s;
             }
         });
+}
+
+/// The rows `rows` of the row-major matrix `x` (rows of `width`), in the order listed.
+pub fn rows_of(x: &[f32], width: usize, rows: &[usize]) -> Vec<f32> {
+    rows.iter()
+        .flat_map(|&r| x[r * width..(r + 1) * width].iter().copied())
+        .collect()
 }
 
 /// A copy of `x` made by the workers together: a batch's residual stream is megabytes, and

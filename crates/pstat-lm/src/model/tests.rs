@@ -608,3 +608,82 @@ fn token_probabilities_at_reads_the_listed_positions_of_the_full_pass() {
         }
     }
 }
+
+/// Two blocks of each layout wide enough for gemm's regular paths (more than 256 output
+/// columns in every product the last block may restrict to some rows), as real models are.
+const WIDE: [Tiny; 2] = [
+    Tiny {
+        layers: 2,
+        hidden: 272,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 68,
+        ffn: 288,
+        ..LLAMA
+    },
+    Tiny {
+        layers: 2,
+        hidden: 272,
+        heads: 2,
+        kv_heads: 1,
+        head_dim: 136,
+        ffn: 288,
+        ..GEMMA3
+    },
+];
+
+#[test]
+fn the_last_block_runs_only_the_last_rows_and_they_keep_every_bit() {
+    let seqs = sequences();
+    let batches: [Vec<&[u32]>; 2] = [
+        seqs.iter().map(|s| s.as_slice()).collect(),
+        vec![seqs[0].as_slice()],
+    ];
+    for t in WIDE {
+        let (model, _) = tiny_model(t, 5);
+        let cached = model.prefix(&[5, 9, 14, 2]).unwrap();
+        for batch in &batches {
+            let packing = Packing::from_lengths(batch.iter().map(|s| s.len()));
+            for prefix in [None, Some(&cached)] {
+                let run = |final_rows| {
+                    let plan = ForwardPlan {
+                        capture: &[],
+                        final_rows,
+                        keep_kv: false,
+                    };
+                    let kept = model.last_block_rows(&plan, &packing);
+                    let out = model.forward(batch, prefix, &plan).unwrap();
+                    (out.final_hidden, kept)
+                };
+                let (all, untrimmed) = run(FinalRows::All);
+                assert_eq!(untrimmed, None);
+                let (last, kept) = run(FinalRows::Last);
+                // A lone sequence keeps its last two rows (gemm's lone-row path sums otherwise).
+                let expected_kept = match batch.len() {
+                    1 => vec![8, 9],
+                    _ => vec![9, 10, 16],
+                };
+                assert_eq!(kept, Some(expected_kept), "{:?}", t.arch);
+                let last_rows: Vec<usize> =
+                    (1..=batch.len()).map(|s| packing.offsets[s] - 1).collect();
+                assert_eq!(
+                    last,
+                    ops::rows_of(&all, t.hidden, &last_rows),
+                    "{:?}",
+                    t.arch
+                );
+            }
+        }
+    }
+    // Products of the narrow test models would take gemm's small-matrix paths: no trimming.
+    let (narrow, _) = tiny_model(LLAMA, 5);
+    let plan = ForwardPlan {
+        capture: &[],
+        final_rows: FinalRows::Last,
+        keep_kv: false,
+    };
+    assert_eq!(
+        narrow.last_block_rows(&plan, &Packing::from_lengths([10, 1, 6])),
+        None
+    );
+}
