@@ -415,11 +415,9 @@ impl LanguageModel {
         let mut result: Vec<Option<NextToken>> = vec![None; n_rows];
         let needed: Vec<usize> = (0..n_rows).filter(|&r| wanted(r).is_some()).collect();
         for chunk in needed.chunks(ROWS_PER_HEAD) {
-            let rows: Vec<f32> = chunk
-                .iter()
-                .flat_map(|&r| final_hidden[r * hidden..(r + 1) * hidden].iter().copied())
-                .collect();
-            let logits = self.model.logits(&rows);
+            let logits =
+                self.model
+                    .logits(&crate::model::ops::rows_of(final_hidden, hidden, chunk));
             for (&r, row) in chunk.iter().zip(logits.chunks_exact(vocab)) {
                 let ids = wanted(r).unwrap_or_default();
                 result[r] = Some(next_token(row, &ids));

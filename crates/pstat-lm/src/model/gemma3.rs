@@ -17,7 +17,7 @@
 
 use super::attention::LayerKv;
 use super::layers::{AttentionOptions, GatedMlp, Rope, SelfAttention};
-use super::ops::{GatedActivation, RopeStyle, add_assign, par_copy, rms_norm, rows_of};
+use super::ops::{GatedActivation, RopeStyle, add_assign, add_to_kept_rows, par_copy, rms_norm};
 use super::{BlockContext, Loader, ModelError};
 use crate::gguf::ModelConfig;
 
@@ -92,11 +92,8 @@ impl Block {
         rms_norm(&mut normed, &self.attn_norm, self.eps);
         let (mut attn, kv) = self.attn.forward(&normed, ctx, prefix, keep);
         rms_norm(&mut attn, &self.post_attn_norm, self.eps);
-        if let Some(rows) = keep {
-            *x = rows_of(x, self.post_attn_norm.len(), rows);
-        }
+        add_to_kept_rows(x, self.post_attn_norm.len(), &attn, keep);
         let n = x.len() / self.post_attn_norm.len();
-        add_assign(x, &attn);
         let mut normed = par_copy(x);
         rms_norm(&mut normed, &self.ffn_norm, self.eps);
         let mut mlp = self.mlp.forward(&normed, n);

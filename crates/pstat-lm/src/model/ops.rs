@@ -235,6 +235,9 @@ pub fn linear(x: &[f32], n: usize, w: &Matrix) -> Vec<f32> {
 /// fixed kc = 512 blocking for m, n ≤ 64), whatever the number of input rows, so a tile sums
 /// exactly as the whole matrix does. A matrix with fewer rows is one tile.
 const MIN_TILE_ROWS: usize = 257;
+/// A tile's dequantized f32 rows aim at this size (about an L2 cache), more rows than
+/// [`MIN_TILE_ROWS`] when rows are short.
+const TILE_BYTES: usize = 2 << 20;
 
 /// Whether [`linear`] computes a row of a product with `out` output columns exactly as it does
 /// among any other rows (two or more; a lone row takes gemm's matrix-vector path): true above
@@ -243,9 +246,6 @@ const MIN_TILE_ROWS: usize = 257;
 pub fn rows_independent(out: usize) -> bool {
     out >= MIN_TILE_ROWS
 }
-/// A tile's dequantized f32 rows aim at this size (about an L2 cache), more rows than
-/// [`MIN_TILE_ROWS`] when rows are short.
-const TILE_BYTES: usize = 2 << 20;
 
 thread_local! {
     /// Each worker's dequantized tile, reused from product to product.
@@ -295,6 +295,15 @@ pub fn add_assign(dst: &mut [f32], src: &[f32]) {
                 *d += s;
             }
         });
+}
+
+/// Adds a sublayer's output `out` to the residual stream `x` (rows of `width`). With `keep`,
+/// `out` holds only the rows listed, and `x` keeps only those rows first.
+pub fn add_to_kept_rows(x: &mut Vec<f32>, width: usize, out: &[f32], keep: Option<&[usize]>) {
+    if let Some(rows) = keep {
+        *x = rows_of(x, width, rows);
+    }
+    add_assign(x, out);
 }
 
 /// The rows `rows` of the row-major matrix `x` (rows of `width`), in the order listed.
