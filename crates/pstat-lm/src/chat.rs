@@ -96,38 +96,11 @@ impl ChatTemplate {
         }
     }
 
-    /// The template of a Hugging Face folder: `chat_template` of tokenizer_config.json (a
-    /// string, or a list of named templates of which `default` is taken), else
-    /// chat_template.jinja; [`ChatError::NoTemplate`] when neither has one.
+    /// The template of a Hugging Face folder ([`Self::hf_source`]); [`ChatError::NoTemplate`]
+    /// when it has none.
     pub fn from_hf_folder(dir: &std::path::Path, tokenizer: &Tokenizer) -> Result<Self, ChatError> {
-        let config_path = dir.join(hf::TOKENIZER_CONFIG);
-        let jinja_path = dir.join(hf::CHAT_TEMPLATE);
-        let from_config = if config_path.is_file() {
-            match hf::read_json(&config_path)
-                .map_err(TokenizerError::from)?
-                .get("chat_template")
-            {
-                Some(serde_json::Value::String(s)) => Some(s.clone()),
-                Some(serde_json::Value::Array(named)) => named
-                    .iter()
-                    .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
-                    .and_then(|t| t.get("template")?.as_str().map(str::to_string)),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        let (source, origin) = match from_config {
-            Some(source) => (source, config_path),
-            None if jinja_path.is_file() => {
-                let source =
-                    std::fs::read_to_string(&jinja_path).map_err(|e| ChatError::Template {
-                        path: jinja_path.display().to_string(),
-                        message: e.to_string(),
-                    })?;
-                (source, jinja_path)
-            }
-            None => return Err(ChatError::NoTemplate(dir.display().to_string())),
+        let Some((source, origin)) = Self::hf_source(dir)? else {
+            return Err(ChatError::NoTemplate(dir.display().to_string()));
         };
         let text_of = |id: Option<u32>| {
             id.and_then(|id| tokenizer.token_text(id))
@@ -140,6 +113,46 @@ impl ChatTemplate {
             text_of(tokenizer.bos_id()),
             text_of(tokenizer.eos_id()),
         )
+    }
+
+    /// The template source of a Hugging Face folder and the file it came from, where
+    /// transformers looks: chat_template.jinja, which takes priority, else tokenizer_config.json.
+    pub fn hf_source(
+        dir: &std::path::Path,
+    ) -> Result<Option<(String, std::path::PathBuf)>, ChatError> {
+        let jinja_path = dir.join(hf::CHAT_TEMPLATE);
+        if jinja_path.is_file() {
+            let source = std::fs::read_to_string(&jinja_path).map_err(|e| ChatError::Template {
+                path: jinja_path.display().to_string(),
+                message: e.to_string(),
+            })?;
+            return Ok(Some((source, jinja_path)));
+        }
+        let config_path = dir.join(hf::TOKENIZER_CONFIG);
+        Ok(Self::from_tokenizer_config(&config_path)?.map(|source| (source, config_path)))
+    }
+
+    /// `chat_template` of tokenizer_config.json, if the file has one: a string, or the
+    /// `default` entry of a list of named templates.
+    fn from_tokenizer_config(path: &std::path::Path) -> Result<Option<String>, ChatError> {
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let config = hf::read_json(path).map_err(TokenizerError::from)?;
+        match config.get("chat_template") {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(serde_json::Value::Array(named)) => Ok(named
+                .iter()
+                .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+                .and_then(|t| t.get("template")?.as_str().map(str::to_string))),
+            Some(other) => Err(ChatError::Template {
+                path: path.display().to_string(),
+                message: format!(
+                    "`chat_template` should be a string or a list of named templates, found {other}"
+                ),
+            }),
+        }
     }
 
     /// A template from source text; `origin` names it in errors.

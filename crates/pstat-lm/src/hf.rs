@@ -104,13 +104,16 @@ pub enum HfError {
 /// `architectures[0]` values of config.json and the GGUF architecture each converts to.
 const SUPPORTED: &[(&str, Arch)] = &[
     ("LlamaForCausalLM", Arch::Llama),
-    ("MistralForCausalLM", Arch::Llama),
+    (MISTRAL, Arch::Llama),
     ("Qwen2ForCausalLM", Arch::Qwen2),
     ("GemmaForCausalLM", Arch::Gemma),
     ("Gemma2ForCausalLM", Arch::Gemma2),
     ("Gemma3ForCausalLM", Arch::Gemma3),
     ("Gemma3ForConditionalGeneration", Arch::Gemma3),
 ];
+
+/// The one Llama-layout class whose config's `sliding_window` transformers applies.
+const MISTRAL: &str = "MistralForCausalLM";
 
 /// The multimodal Gemma 3 checkpoint: its language model's settings live under `text_config`
 /// and its tensors under one of [`TEXT_MODEL_PREFIXES`]; the vision tower is not read.
@@ -269,9 +272,23 @@ impl HfFolder {
             path: config_path,
             section: "",
         };
-        let hf_arch = match config.get("architectures").and_then(|a| a.get(0)) {
-            Some(Json::String(name)) => name.clone(),
-            _ => {
+        let hf_arch = match config.get("architectures") {
+            Some(Json::Array(names)) => match names.first() {
+                Some(Json::String(name)) => name.clone(),
+                _ => {
+                    return Err(config.field_error(
+                        "architectures",
+                        "should start with the model class's name (e.g. [\"LlamaForCausalLM\"])",
+                    ));
+                }
+            },
+            Some(other) => {
+                return Err(config.field_error(
+                    "architectures",
+                    format!("should be a list (e.g. [\"LlamaForCausalLM\"]), found {other}"),
+                ));
+            }
+            None => {
                 return Err(config.field_error(
                     "architectures",
                     "is missing (expected e.g. [\"LlamaForCausalLM\"])",
@@ -304,7 +321,7 @@ impl HfFolder {
         } else {
             config
         };
-        let (metadata, shape, overrides) = translate(&config, arch)?;
+        let (metadata, shape, overrides) = translate(&config, arch, &hf_arch)?;
         let weights = SafeTensors::open(dir)?;
         let mut names = tensor_map(&shape, arch);
         if shape.tied {
@@ -417,6 +434,7 @@ struct Shape {
 fn translate(
     config: &Config,
     arch: Arch,
+    hf_arch: &str,
 ) -> Result<(HashMap<String, Value>, Shape, Overrides), HfError> {
     let a = arch.gguf_name();
     let gemma = arch.is_gemma();
@@ -608,8 +626,8 @@ fn translate(
                 "MLP biases are not implemented",
             )?;
             // Mistral (v0.1) limits every layer to a window; transformers applies it, llama.cpp
-            // ignores it in a GGUF.
-            if config.get("sliding_window").is_some() {
+            // ignores it in a GGUF. transformers' Llama has no window, whatever the config says.
+            if hf_arch == MISTRAL && config.get("sliding_window").is_some() {
                 sliding_window = Some(config.count("sliding_window")?);
             }
             all_full_attention(config, n_layers, sliding_window.is_some())?;

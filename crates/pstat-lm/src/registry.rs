@@ -974,12 +974,7 @@ pub fn describe(name: &str, source: &ModelSource) -> Result<ModelInfo, crate::Lm
                 .opt_str("general.name")
                 .map_err(ModelError::from)?
                 .map(str::to_string);
-            let tokenizer_config = dir.join(crate::hf::TOKENIZER_CONFIG);
-            let chat = dir.join(crate::hf::CHAT_TEMPLATE).is_file()
-                || (tokenizer_config.is_file()
-                    && crate::hf::read_json(&tokenizer_config)?
-                        .get("chat_template")
-                        .is_some_and(|t| !t.is_null()));
+            let chat = crate::chat::ChatTemplate::hf_source(dir)?.is_some();
             (config, name, folder.weight_type().to_string(), chat)
         }
         _ => {

@@ -20,6 +20,9 @@ pub enum LmError {
     /// Reading a Hugging Face folder failed.
     #[error(transparent)]
     Hf(#[from] HfError),
+    /// Reading the model's chat template failed.
+    #[error(transparent)]
+    Chat(#[from] crate::chat::ChatError),
     /// Reading the model's files failed.
     #[error("{path}: {source}")]
     Io {

@@ -210,6 +210,38 @@ fn tokenizer_json_and_chat_templates_load() {
     ));
 }
 
+/// transformers reads chat_template.jinja before tokenizer_config.json's `chat_template`, so a
+/// folder with both renders the file's; a `chat_template` that is neither text nor a list of
+/// named templates is an error naming the file, not a base model.
+#[test]
+fn chat_template_jinja_takes_priority_as_in_transformers() {
+    let dir = scratch("qwen2");
+    std::fs::write(
+        dir.path().join("chat_template.jinja"),
+        "FILE {{ messages[0]['content'] }}",
+    )
+    .unwrap();
+    let tokenizer = Tokenizer::load(dir.path()).unwrap();
+    let template = ChatTemplate::load(dir.path(), &tokenizer).unwrap();
+    assert_eq!(
+        template.render(&[Message::new("user", "x")], true).unwrap(),
+        "FILE x"
+    );
+
+    let dir = scratch("qwen2");
+    edit_json(&dir.path().join("tokenizer_config.json"), |v| {
+        v["chat_template"] = serde_json::json!(5)
+    });
+    let err = ChatTemplate::load(dir.path(), &tokenizer)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("tokenizer_config.json") && err.contains("`chat_template`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn model_source_tells_the_formats_apart() {
     let llama = fixture("llama");
@@ -310,6 +342,11 @@ fn damaged_folders_are_refused_with_the_file_and_field() {
 
     // Config fields out of range or unsupported.
     for (field, value, expect) in [
+        (
+            "architectures",
+            serde_json::json!("Qwen2ForCausalLM"),
+            "should be a list",
+        ),
         (
             "num_attention_heads",
             serde_json::json!(0),
@@ -489,6 +526,22 @@ fn config_after(
     HfFolder::open(dir.path())
         .map(|f| f.config().unwrap())
         .unwrap_or_else(|e| panic!("{arch}: {e}"))
+}
+
+/// transformers applies `sliding_window` to every layer of a Mistral and never to a Llama (its
+/// Llama has no window): the same config key windows the one and not the other.
+#[test]
+fn only_mistral_folders_take_a_sliding_window() {
+    let windowed = |class: &str| {
+        config_after("llama", |c| {
+            c.insert("architectures".into(), serde_json::json!([class]));
+            c.insert("sliding_window".into(), serde_json::json!(4));
+            c.insert("use_sliding_window".into(), serde_json::json!(true));
+        })
+        .sliding_window
+    };
+    assert_eq!(windowed("LlamaForCausalLM"), None);
+    assert_eq!(windowed("MistralForCausalLM"), Some(4));
 }
 
 /// transformers 4.x writes RoPE settings at the top level (`rope_theta`, `rope_scaling`,
