@@ -170,10 +170,28 @@ fn main() -> std::process::ExitCode {
         // `pstat models list | head`: the reader took what it wanted.
         Err(_) if output::stdout_closed() => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", one_line(&err));
             exit_code(&err)
         }
     }
+}
+
+/// The error and its causes joined by ": ", as anyhow's `{:#}` does, except a cause whose text
+/// the message already holds: many errors show their source in their own message
+/// (`path: I/O error`), which would otherwise be printed twice.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// 2 for input pstat refuses by design (a tokenizer it cannot reproduce exactly), 1 otherwise.

@@ -302,7 +302,58 @@ fn model_commands() {
     };
     succeeds(&s.pstat(&args("2"), ""));
     assert!(hidden.is_file());
-    fails(&s.pstat(&args("9"), ""), 1, "9");
+    fails(
+        &s.pstat(&args("9"), ""),
+        1,
+        "--layers: layer 9 does not exist",
+    );
+    // Input that does not fit the model is blamed on its line, not on an option.
+    let long = "Paris is in France. ".repeat(2000);
+    std::fs::write(&text, format!("Paris is in France.\n{long}\n")).unwrap();
+    fails(&s.pstat(&args("2"), ""), 1, "lines.txt:2: the line is");
+    std::fs::write(
+        &prompts,
+        format!("{{\"prompt\": \"{long}\", \"options\": [\" a\", \" b\"]}}\n"),
+    )
+    .unwrap();
+    fails(
+        &s.pstat(&["score", "--model", model, "--input", arg(&prompts)], ""),
+        1,
+        "prompts.jsonl:1: the prompt is",
+    );
+
+    // A Hugging Face folder without its tokenizer is named once, as bad input.
+    let folder = s.path("hf");
+    std::fs::create_dir(&folder).unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../pstat-lm/tests/fixtures/hf/qwen2/hf");
+    for entry in std::fs::read_dir(fixture).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "tokenizer.json" {
+            std::fs::copy(entry.path(), folder.join(entry.file_name())).unwrap();
+        }
+    }
+    let out = s.pstat(
+        &[
+            "hidden",
+            "--model",
+            arg(&folder),
+            "--layers",
+            "1",
+            "--input",
+            arg(&text),
+            "--out",
+            arg(&hidden),
+        ],
+        "",
+    );
+    fails(&out, 2, "tokenizer.json: missing");
+    assert_eq!(
+        stderr(&out).matches("missing").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
 
     let extract = |layers: &'static str| {
         s.pstat(

@@ -262,6 +262,16 @@ impl GgufFile {
             });
         }
         reader.rewind().map_err(io)?;
+        if let Some(alignment) = declared_alignment(&mut reader, file_len)
+            && !alignment.is_power_of_two()
+        {
+            return Err(GgufError::OutOfRange {
+                path: path.to_path_buf(),
+                key: "general.alignment".to_string(),
+                detail: format!("is {alignment}; tensor data is aligned to a power of two"),
+            });
+        }
+        reader.rewind().map_err(io)?;
         let content = Content::read(&mut reader).map_err(|e| header_error(path, &e))?;
         let file = Self {
             path: path.to_path_buf(),
@@ -392,6 +402,23 @@ impl GgufFile {
             }
         };
         let n_layers = positive("block_count")?;
+        // llama.cpp refuses a file with tensors it does not load; here the one case that would
+        // otherwise run silently: blocks beyond `block_count`.
+        let beyond = self
+            .content
+            .tensor_infos
+            .keys()
+            .filter_map(|name| name.strip_prefix("blk.")?.split('.').next()?.parse().ok())
+            .filter(|&block: &usize| block >= n_layers)
+            .max();
+        if let Some(block) = beyond {
+            return Err(self.out_of_range(
+                &key("block_count"),
+                &format!(
+                    "is {n_layers}, but the file stores tensors of block {block} (`blk.{block}.*`)"
+                ),
+            ));
+        }
         let hidden = positive("embedding_length")?;
         let n_heads = positive("attention.head_count")?;
         let kv_key = key("attention.head_count_kv");
@@ -591,7 +618,8 @@ impl GgufFile {
     /// An optional float key that must be finite and > 0 when present.
     fn positive_f32(&self, key: &str) -> Result<Option<f32>, GgufError> {
         match self.opt_f32(key)? {
-            Some(v) if !(v.is_finite() && v > 0.0) => {
+            // Normal, not only finite: the inverse of a subnormal scale is infinite.
+            Some(v) if !(v.is_normal() && v > 0.0) => {
                 Err(self.out_of_range(key, &format!("is {v}, must be a positive number")))
             }
             v => Ok(v),
@@ -709,12 +737,36 @@ impl GgufFile {
         }
     }
 
+    /// Every tensor's data lies inside the file, computed without overflow: a header whose
+    /// dimensions multiply past 2^64 could otherwise wrap to a size the file holds.
     fn check_tensor_extents(&self, file_len: u64) -> Result<(), GgufError> {
         for (name, info) in &self.content.tensor_infos {
-            let elems = info.shape.elem_count() as u64;
+            let malformed = |detail: String| GgufError::Malformed {
+                path: self.path.clone(),
+                detail: format!("tensor `{name}` {detail}"),
+            };
+            let dims = info.shape.dims();
+            let elems = dims
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
+                .ok_or_else(|| malformed(format!("has dimensions {dims:?}, too many elements")))?;
             let block = info.ggml_dtype.block_size() as u64;
-            let bytes = elems / block * info.ggml_dtype.type_size() as u64;
-            let end = self.content.tensor_data_offset + info.offset + bytes;
+            if elems % block != 0 {
+                return Err(malformed(format!(
+                    "has {elems} elements, not whole {:?} blocks of {block}",
+                    info.ggml_dtype
+                )));
+            }
+            let end = (elems / block)
+                .checked_mul(info.ggml_dtype.type_size() as u64)
+                .and_then(|bytes| bytes.checked_add(info.offset))
+                .and_then(|end| end.checked_add(self.content.tensor_data_offset))
+                .ok_or_else(|| {
+                    malformed(format!(
+                        "at offset {} with dimensions {dims:?} ends past 2^64 bytes",
+                        info.offset
+                    ))
+                })?;
             if end > file_len {
                 return Err(GgufError::Truncated {
                     path: self.path.clone(),
@@ -725,6 +777,112 @@ impl GgufFile {
             }
         }
         Ok(())
+    }
+}
+
+/// `general.alignment` as the header declares it, read ahead of candle's parser, which divides
+/// by it unchecked (a 0 panics). Only the integer types candle takes count (others leave its
+/// default of 32). `None` also when the metadata cannot be walked: candle then says what is
+/// wrong with it.
+fn declared_alignment(reader: &mut BufReader<File>, file_len: u64) -> Option<u64> {
+    let mut walk = MetadataWalk { reader, file_len };
+    let mut magic_and_version = [0u8; 8];
+    walk.reader.read_exact(&mut magic_and_version).ok()?;
+    let v1 = magic_and_version[4..] == 1u32.to_le_bytes();
+    let _tensors = walk.count(v1)?;
+    for _ in 0..walk.count(v1)? {
+        let key_len = walk.count(v1)?;
+        let key = walk.bytes(key_len)?;
+        let value_type = walk.u32()?;
+        if key == b"general.alignment" {
+            let width = match value_type {
+                0..=5 => fixed_width(value_type)?,
+                _ => return None,
+            };
+            let raw = walk.bytes(width)?;
+            let mut le = [0u8; 8];
+            le[..raw.len()].copy_from_slice(&raw);
+            let value = u64::from_le_bytes(le);
+            let negative = value_type % 2 == 1 && raw[raw.len() - 1] & 0x80 != 0;
+            return (!negative).then_some(value);
+        }
+        walk.skip_value(value_type, v1, 0)?;
+    }
+    None
+}
+
+/// A reader over GGUF metadata that refuses lengths beyond the file.
+struct MetadataWalk<'r> {
+    reader: &'r mut BufReader<File>,
+    file_len: u64,
+}
+
+impl MetadataWalk<'_> {
+    fn u32(&mut self) -> Option<u32> {
+        let mut b = [0u8; 4];
+        self.reader.read_exact(&mut b).ok()?;
+        Some(u32::from_le_bytes(b))
+    }
+
+    /// A count or length: u32 in version 1, u64 since.
+    fn count(&mut self, v1: bool) -> Option<u64> {
+        let n = if v1 {
+            u64::from(self.u32()?)
+        } else {
+            let mut b = [0u8; 8];
+            self.reader.read_exact(&mut b).ok()?;
+            u64::from_le_bytes(b)
+        };
+        (n <= self.file_len).then_some(n)
+    }
+
+    fn bytes(&mut self, n: u64) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; usize::try_from(n).ok().filter(|&n| n <= 4096)?];
+        self.reader.read_exact(&mut buf).ok()?;
+        Some(buf)
+    }
+
+    fn skip(&mut self, n: u64) -> Option<()> {
+        (n <= self.file_len).then_some(())?;
+        self.reader.seek_relative(n as i64).ok()
+    }
+
+    /// Skips one value of GGUF type `value_type`; arrays nest at most a few levels.
+    fn skip_value(&mut self, value_type: u32, v1: bool, depth: usize) -> Option<()> {
+        if let Some(width) = fixed_width(value_type) {
+            return self.skip(width);
+        }
+        match value_type {
+            8 => {
+                let len = self.count(v1)?;
+                self.skip(len)
+            }
+            9 if depth < 4 => {
+                let element = self.u32()?;
+                let len = self.count(v1)?;
+                if let Some(width) = fixed_width(element) {
+                    return self.skip(len.checked_mul(width)?);
+                }
+                // Strings and arrays: each reads its length, so a count beyond what the file
+                // holds ends at its end.
+                for _ in 0..len {
+                    self.skip_value(element, v1, depth + 1)?;
+                }
+                Some(())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Bytes of a GGUF scalar type; `None` for strings, arrays and unknown types.
+fn fixed_width(value_type: u32) -> Option<u64> {
+    match value_type {
+        0 | 1 | 7 => Some(1),
+        2 | 3 => Some(2),
+        4..=6 => Some(4),
+        10..=12 => Some(8),
+        _ => None,
     }
 }
 
@@ -792,7 +950,11 @@ mod tests {
             (format!("{arch}.attention.sliding_window"), Value::U32(4)),
         ];
         for (key, value) in overrides {
-            let key = format!("{arch}.{key}");
+            let key = if key.starts_with("general.") {
+                key.to_string()
+            } else {
+                format!("{arch}.{key}")
+            };
             entries.retain(|(k, _)| *k != key);
             entries.push((key, value));
         }
@@ -888,6 +1050,11 @@ mod tests {
                 "llama.rope.scaling.type",
             ),
             (
+                "llama",
+                vec![("rope.scaling.factor", Value::F32(1e-40))],
+                "llama.rope.scaling.factor",
+            ),
+            (
                 "gemma2",
                 vec![("attn_logit_softcapping", Value::F32(-1.0))],
                 "gemma2.attn_logit_softcapping",
@@ -952,6 +1119,95 @@ mod tests {
             GgufFile::open(&path).unwrap_err(),
             GgufError::Truncated { .. }
         ));
+    }
+
+    /// A header that candle would divide by (alignment 0), or one llama.cpp refuses (not a
+    /// power of two), is an error naming the key.
+    #[test]
+    fn an_alignment_that_is_not_a_power_of_two_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("aligned.gguf");
+        for (alignment, accepted) in [
+            (Value::U32(0), false),
+            (Value::U8(3), false),
+            (Value::U16(64), true),
+            (Value::I32(-8), true),
+            (Value::String("zero".into()), true),
+        ] {
+            write_tiny_with(
+                &path,
+                "llama",
+                4,
+                vec![
+                    ("general.alignment", alignment.clone()),
+                    ("general.name", Value::String("x".repeat(100))),
+                    ("attention.head_count", Value::U32(2)),
+                ],
+            );
+            match GgufFile::open(&path) {
+                Ok(_) => assert!(accepted, "{alignment:?} accepted"),
+                Err(err) => {
+                    let err = err.to_string();
+                    assert!(!accepted, "{alignment:?}: {err}");
+                    assert!(
+                        err.contains("aligned.gguf") && err.contains("`general.alignment`"),
+                        "{err}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Dimensions whose product wraps past 2^64 to the size the file holds are refused at
+    /// open, not loaded as a vocabulary of 2^61 tokens.
+    #[test]
+    fn dimensions_that_overflow_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wrap.gguf");
+        write_tiny(&path, "llama", 1000);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let name = b"token_embd.weight";
+        let at = bytes.windows(name.len()).position(|w| w == name).unwrap() + name.len();
+        // n_dims (u32) = 2, then ne0 = 8 and ne1 = 1000 (u64 each): 8·(2^61 + 1000) wraps to
+        // 8·1000.
+        assert_eq!(bytes[at..at + 4], 2u32.to_le_bytes());
+        assert_eq!(bytes[at + 12..at + 20], 1000u64.to_le_bytes());
+        bytes[at + 12..at + 20].copy_from_slice(&((1u64 << 61) + 1000).to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let err = GgufFile::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("wrap.gguf") && err.contains("token_embd.weight"),
+            "{err}"
+        );
+    }
+
+    /// Tensors of a block beyond `block_count` would be left out silently: refused.
+    #[test]
+    fn blocks_beyond_the_block_count_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("extra.gguf");
+        let norm = Tensor::zeros(8, candle_core::DType::F32, &Device::Cpu).unwrap();
+        let norm = QTensor::quantize(&norm, GgmlDType::F32).unwrap();
+        let arch = Value::String("llama".into());
+        let metadata: Vec<(&str, &Value)> = vec![
+            ("general.architecture", &arch),
+            ("llama.block_count", &Value::U32(2)),
+            ("llama.embedding_length", &Value::U32(8)),
+            ("llama.attention.head_count", &Value::U32(2)),
+        ];
+        let mut file = File::create(&path).unwrap();
+        gguf_file::write(&mut file, &metadata, &[("blk.2.attn_norm.weight", &norm)]).unwrap();
+        let err = GgufFile::open(&path)
+            .unwrap()
+            .config()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("extra.gguf")
+                && err.contains("llama.block_count")
+                && err.contains("block 2"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -194,10 +194,11 @@ impl Config {
         match self.get(field) {
             None => default.ok_or_else(|| self.field_error(field, "is missing")),
             Some(v) => match v.as_f64() {
-                Some(x) if x > 0.0 && x.is_finite() => Ok(x),
-                _ => {
-                    Err(self.field_error(field, format!("should be a positive number, found {v}")))
-                }
+                Some(x) if runs_as_f32(x) => Ok(x),
+                _ => Err(self.field_error(
+                    field,
+                    format!("should be a positive number in f32's range, found {v}"),
+                )),
             },
         }
     }
@@ -321,6 +322,11 @@ impl HfFolder {
         } else {
             config
         };
+        // The model's identity hashes the tokenizer with the weights: say it is missing here,
+        // not as an I/O error half-way through loading.
+        if !dir.join(TOKENIZER).is_file() {
+            return Err(HfError::Missing(dir.join(TOKENIZER)));
+        }
         let (metadata, shape, overrides) = translate(&config, arch, &hf_arch)?;
         let weights = SafeTensors::open(dir)?;
         let mut names = tensor_map(&shape, arch);
@@ -877,6 +883,13 @@ fn rope_settings(
 
 /// One RoPE object (`rope_scaling` of 4.x, an entry of `rope_parameters` of 5.x); `theta` is
 /// given for 4.x, where the base lives outside the object.
+/// Whether a positive setting survives the model's f32 arithmetic: a value that rounds to 0,
+/// to a subnormal (whose inverse is infinite) or to infinity would be refused later under its
+/// GGUF key instead of the config's field.
+fn runs_as_f32(x: f64) -> bool {
+    x > 0.0 && (x as f32).is_normal()
+}
+
 fn rope_setting(
     config: &Config,
     field: &'static str,
@@ -890,10 +903,12 @@ fn rope_setting(
     let number = |key: &str| -> Result<f64, HfError> {
         match params.get(key) {
             None | Some(Json::Null) => Err(bad(key, "is missing".into())),
-            Some(v) => v
-                .as_f64()
-                .filter(|x| *x > 0.0 && x.is_finite())
-                .ok_or_else(|| bad(key, format!("should be a positive number, found {v}"))),
+            Some(v) => v.as_f64().filter(|&x| runs_as_f32(x)).ok_or_else(|| {
+                bad(
+                    key,
+                    format!("should be a positive number in f32's range, found {v}"),
+                )
+            }),
         }
     };
     let theta = match theta {
@@ -1534,6 +1549,7 @@ mod tests {
         let vocab: u64 = 1 << 32;
         config["vocab_size"] = vocab.into();
         std::fs::write(dir.path().join(CONFIG), config.to_string()).unwrap();
+        std::fs::copy(fixture.join(TOKENIZER), dir.path().join(TOKENIZER)).unwrap();
         let bytes = std::fs::read(fixture.join(SINGLE)).unwrap();
         let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
         let header: Json = serde_json::from_slice(&bytes[8..8 + len]).unwrap();

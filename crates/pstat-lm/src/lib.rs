@@ -44,6 +44,7 @@ pub fn is_model_input_error(err: &(dyn std::error::Error + 'static)) -> bool {
         return match e {
             LmError::Hf(_) => true,
             LmError::Model(m) => is_model_input_error(m),
+            LmError::Chat(c) => is_model_input_error(c),
             _ => false,
         };
     }

@@ -54,22 +54,40 @@ pub enum ScoreError {
         index: usize,
     },
     /// Loading or rendering the chat template for a chat prompt failed.
-    #[error("{source}")]
+    // The inner error is the message, not a source: a source would be printed again after it
+    // in an error chain.
+    #[error("{error}")]
     Chat {
         /// The prompt's index.
         index: usize,
         /// The chat template's error.
-        #[source]
-        source: ChatError,
+        error: ChatError,
     },
     /// Tokenizing a prompt or one of its options failed.
-    #[error("{source}")]
+    #[error("{error}")]
     Tokenize {
         /// The prompt's index.
         index: usize,
         /// The tokenizer's error.
-        #[source]
-        source: TokenizerError,
+        error: TokenizerError,
+    },
+    /// A prompt, rendered and tokenized, does not fit the model's context.
+    #[error("the prompt is {len} tokens, longer than the model's context of {context} tokens")]
+    TooLong {
+        /// The prompt's index.
+        index: usize,
+        /// Its length in tokens.
+        len: usize,
+        /// The model's context length.
+        context: usize,
+    },
+    /// A prompt's options cannot be told apart by their token ids.
+    #[error("{error}")]
+    Options {
+        /// The first prompt with these options.
+        index: usize,
+        /// Which option has no token id of its own.
+        error: LmError,
     },
     /// Loading the tokenizer failed.
     #[error(transparent)]
@@ -85,7 +103,9 @@ impl ScoreError {
         match self {
             ScoreError::TooFewOptions { index }
             | ScoreError::Chat { index, .. }
-            | ScoreError::Tokenize { index, .. } => Some(*index),
+            | ScoreError::Tokenize { index, .. }
+            | ScoreError::TooLong { index, .. }
+            | ScoreError::Options { index, .. } => Some(*index),
             ScoreError::Load(_) | ScoreError::Model(_) => None,
         }
     }
@@ -105,7 +125,7 @@ pub fn score_prompts(
     let mut template: Option<ChatTemplate> = None;
     let mut sequences = Vec::with_capacity(prompts.len());
     for (index, p) in prompts.iter().enumerate() {
-        let chat_err = |source| ScoreError::Chat { index, source };
+        let chat_err = |error| ScoreError::Chat { index, error };
         let ids = if p.chat {
             if template.is_none() {
                 template = Some(ChatTemplate::load(path, &tokenizer).map_err(chat_err)?);
@@ -122,8 +142,17 @@ pub fn score_prompts(
         } else {
             tokenizer
                 .encode(&format!("{}{}", p.prompt, p.prefill), true, false)
-                .map_err(|source| ScoreError::Tokenize { index, source })?
+                .map_err(|error| ScoreError::Tokenize { index, error })?
         };
+        let context = lm.config().context_length;
+        if ids.len() > context {
+            let len = ids.len();
+            return Err(ScoreError::TooLong {
+                index,
+                len,
+                context,
+            });
+        }
         sequences.push(ids);
     }
     let shared = crate::extract::shared_prefix_len(&sequences);
@@ -144,13 +173,17 @@ pub fn score_prompts(
                 encode_err.get_or_insert(e);
                 Vec::new()
             })
-        })?;
-        if let Some(source) = encode_err {
+        });
+        if let Some(error) = encode_err {
             return Err(ScoreError::Tokenize {
                 index: members[0],
-                source,
+                error,
             });
         }
+        let option_ids = option_ids.map_err(|error| ScoreError::Options {
+            index: members[0],
+            error,
+        })?;
         let suffixes: Vec<Vec<u32>> = members
             .iter()
             .map(|&i| sequences[i][shared..].to_vec())

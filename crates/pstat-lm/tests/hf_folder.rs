@@ -354,6 +354,8 @@ fn damaged_folders_are_refused_with_the_file_and_field() {
         ),
         ("num_key_value_heads", serde_json::json!(3), "grouped"),
         ("rms_norm_eps", serde_json::json!(-1.0), "positive number"),
+        ("rms_norm_eps", serde_json::json!(1e-50), "f32's range"),
+        ("rope_theta", serde_json::json!(1e50), "f32's range"),
         (
             "num_hidden_layers",
             serde_json::json!("two"),

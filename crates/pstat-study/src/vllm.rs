@@ -32,6 +32,7 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
         .as_u64()
         .ok_or_else(|| anyhow::anyhow!("{}: no `hidden`", export_path.display()))?
         as usize;
+    check_layers(layers, &export, &export_path)?;
     let lines_path = cell.join("statements.jsonl");
     let mut statements: Vec<(String, Vec<u32>)> = Vec::new();
     for (n, line) in std::fs::read_to_string(&lines_path)
@@ -74,7 +75,7 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
     let mut paths = list()?;
     paths.retain(|p| p.extension().is_some_and(|x| x == "safetensors"));
     paths.sort();
-    let mut found: Vec<Option<VllmRequest>> = vec![None; statements.len()];
+    let mut found: Vec<Option<(VllmRequest, &Path)>> = vec![None; statements.len()];
     for path in &paths {
         let request = VllmRequest::read(path)
             .map_err(|e| anyhow::anyhow!("{}: refused: {e}", path.display()))?;
@@ -95,12 +96,18 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
                 layers.len()
             );
         }
-        let i = same
-            .iter()
-            .copied()
-            .find(|&i| found[i].is_none())
-            .unwrap_or(same[0]);
-        found[i] = Some(request);
+        // A file beyond the statements with these ids (a retried request, a second run into
+        // the same folder) could hold other numbers: which to keep is the user's call.
+        let Some(i) = same.iter().copied().find(|&i| found[i].is_none()) else {
+            let earlier = found[same[0]].as_ref().map(|(_, p)| p.display());
+            anyhow::bail!(
+                "{}: refused: statement {:?} already has its file {} (same token ids); remove the one that should not count",
+                path.display(),
+                statements[same[0]].0,
+                earlier.expect("a statement with all its files found has one")
+            );
+        };
+        found[i] = Some((request, path));
     }
     if let Some(i) = found.iter().position(Option::is_none) {
         anyhow::bail!(
@@ -115,7 +122,7 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
     for (k, &layer) in layers.iter().enumerate() {
         let mut acts = Activations::new(hidden);
         for ((id, ids), request) in statements.iter().zip(&found) {
-            let request = request.as_ref().expect("every statement was found");
+            let (request, _) = request.as_ref().expect("every statement was found");
             acts.push(id, ids, &request.layers[k]);
         }
         for key in ["model_sha256", "input", "data_hash"] {
@@ -129,4 +136,24 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
         written.push(path);
     }
     Ok(written)
+}
+
+/// The layers named for vLLM's files: each once, and each one the model has (`n_layers` of
+/// export.json: 0 = embeddings ..= n_layers), so no file is written under a layer that is not
+/// the one it holds.
+fn check_layers(layers: &[usize], export: &Value, export_path: &Path) -> anyhow::Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(layer) = layers.iter().find(|&&l| !seen.insert(l)) {
+        anyhow::bail!("--layers: layer {layer} is named twice");
+    }
+    let n_layers = export["n_layers"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("{}: no `n_layers`", export_path.display()))?;
+    if let Some(layer) = layers.iter().find(|&&l| l as u64 > n_layers) {
+        anyhow::bail!(
+            "--layers: layer {layer} does not exist: {} says the model has {n_layers} blocks (valid layers: 0 = embeddings ..= {n_layers})",
+            export_path.display()
+        );
+    }
+    Ok(())
 }

@@ -103,4 +103,32 @@ fn vllm_hidden_state_files_import_to_the_in_process_tables_and_foreign_tokens_ar
         err.contains(&foreign.display().to_string()) && err.contains("not those pstat feeds"),
         "{err}"
     );
+    std::fs::remove_file(&foreign).unwrap();
+
+    // A second file for a statement (a retried request) is refused, naming both files: its
+    // numbers could differ, and which counts is not pstat's guess.
+    let ids = &first.token_ids[first.offsets[0]..first.offsets[1]];
+    let again = files.join("cmpl-retry-0.safetensors");
+    vllm_file(&again, ids, &rows, hidden);
+    let err = format!(
+        "{:#}",
+        pstat_study::vllm::import(&files, &cell, &layers).unwrap_err()
+    );
+    assert!(
+        err.contains("cmpl-retry-0.safetensors") && err.contains("already has its file"),
+        "{err}"
+    );
+    std::fs::remove_file(&again).unwrap();
+
+    // Layers named twice, or beyond the model's blocks, would write files under the wrong name.
+    for (bad, expect) in [
+        ([2usize, 2, 3], "named twice"),
+        ([2, 3, 99], "does not exist"),
+    ] {
+        let err = format!(
+            "{:#}",
+            pstat_study::vllm::import(&files, &cell, &bad).unwrap_err()
+        );
+        assert!(err.contains("--layers") && err.contains(expect), "{err}");
+    }
 }

@@ -44,8 +44,24 @@ pub fn run(args: HiddenArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", args.input.display()))?;
     let (ids, sequences) =
         tokenize_lines(&tokenizer, &text).with_context(|| args.input.display().to_string())?;
+    // Checked here so that each error names what is at fault: the option, or the input's line.
+    let n_layers = lm.n_layers();
+    if let Some(layer) = args.layers.iter().find(|&&l| l > n_layers) {
+        anyhow::bail!(
+            "--layers: layer {layer} does not exist: the model has {n_layers} blocks (valid layers: 0 = embeddings ..= {n_layers})"
+        );
+    }
+    let context = lm.config().context_length;
+    if let Some((id, seq)) = ids.iter().zip(&sequences).find(|(_, s)| s.len() > context) {
+        anyhow::bail!(
+            "{}:{}: the line is {} tokens, longer than the model's context of {context} tokens",
+            args.input.display(),
+            id.trim_start_matches("line:"),
+            seq.len()
+        );
+    }
     let activations = pstat_lm::extract::extract(&lm, &ids, &sequences, &args.layers, |_| {})
-        .context("--layers")?;
+        .with_context(|| args.input.display().to_string())?;
     let precision = if args.f16 {
         Precision::F16
     } else {
