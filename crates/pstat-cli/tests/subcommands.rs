@@ -264,6 +264,18 @@ fn model_commands() {
         2,
         "none.gguf",
     );
+    // A damaged header is one line even where candle, which reads it, would append a backtrace.
+    let bytes = std::fs::read(&s.model).unwrap();
+    let damaged = s.path("damaged.gguf");
+    std::fs::write(&damaged, &bytes[..bytes.len().min(4096)]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pstat"))
+        .args(["tokenize", "--model", arg(&damaged)])
+        .env("PSTAT_HOME", s.path("home"))
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    fails(&out, 2, "damaged.gguf");
 
     let prompts = s.path("prompts.jsonl");
     std::fs::write(

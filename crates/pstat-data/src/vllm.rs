@@ -46,7 +46,11 @@ impl VllmRequest {
                 .chunks_exact(4)
                 .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
                 .collect(),
-            other => return Err(format!("`token_ids` is {other:?}, not an integer type")),
+            other => {
+                return Err(format!(
+                    "`token_ids` is {other:?}; token ids are read as I64, I32 or U32"
+                ));
+            }
         };
         let hs = st
             .tensor("hidden_states")

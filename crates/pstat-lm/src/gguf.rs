@@ -375,7 +375,7 @@ impl GgufFile {
             .tensor(reader, name, device)
             .map_err(|e| GgufError::Malformed {
                 path: self.path.clone(),
-                detail: format!("tensor `{name}`: {e}"),
+                detail: format!("tensor `{name}`: {}", candle_message(&e)),
             })
     }
 
@@ -601,7 +601,7 @@ impl GgufFile {
             .dequantize(&Device::Cpu)
             .and_then(|t| t.flatten_all())
             .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| bad(e.to_string()))?;
+            .map_err(|e| bad(candle_message(&e)))?;
         if factors.len() != rope_dim / 2 {
             return Err(bad(format!(
                 "{} values, expected {} (one per rotated pair)",
@@ -900,8 +900,15 @@ fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> 
 
 /// candle reports a header that runs past the end of the file as an I/O "unexpected end of
 /// file" or as a length exceeding the remaining bytes; both mean truncation.
+/// A candle error's message without the backtrace candle appends to it when RUST_BACKTRACE is
+/// set: pstat's errors are one line.
+pub(crate) fn candle_message(err: &impl std::fmt::Display) -> String {
+    let text = err.to_string();
+    text.lines().next().unwrap_or_default().to_string()
+}
+
 fn header_error(path: &Path, err: &candle_core::Error) -> GgufError {
-    let detail = err.to_string();
+    let detail = candle_message(err);
     let truncated = detail.contains("failed to fill whole buffer")
         || detail.contains("remaining")
         || detail.to_lowercase().contains("end of file");

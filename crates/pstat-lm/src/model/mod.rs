@@ -145,7 +145,10 @@ impl<'a> Loader<'a> {
             .dequantize(&Device::Cpu)
             .and_then(|t| t.flatten_all())
             .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| self.tensor_error(name, format!("cannot dequantize: {e}")))
+            .map_err(|e| {
+                let e = crate::gguf::candle_message(&e);
+                self.tensor_error(name, format!("cannot dequantize: {e}"))
+            })
     }
 
     /// A weight matrix stored `rows × cols` (ggml: `[cols, rows]`), kept in its stored type.
@@ -172,7 +175,7 @@ impl<'a> Loader<'a> {
         }
         let mut data = raw.data;
         let stored = Stored::read(&mut data, dtype, rows * cols)
-            .map_err(|e| error(format!("cannot read: {e}")))?
+            .map_err(|e| error(format!("cannot read: {}", crate::gguf::candle_message(&e))))?
             .ok_or_else(|| {
                 error(format!(
                     "tensor type {dtype:?} is not supported for weight matrices"
