@@ -69,9 +69,19 @@ impl Bootstrap {
                 "bootstrap_resamples must be at least 1 (0 leaves every interval empty)".into(),
             ));
         }
+        if self.resamples > MAX_RESAMPLES {
+            return Err(StabilityError::InvalidBootstrap(format!(
+                "bootstrap_resamples = {} is more than {MAX_RESAMPLES}: every comparison holds each resample's rate in memory",
+                self.resamples
+            )));
+        }
         Ok(())
     }
 }
+
+/// The most resamples a run may ask for: 8 MB per comparison's rates, and a smallest
+/// attainable p of 10⁻⁶, far below any family's threshold.
+pub const MAX_RESAMPLES: usize = 1_000_000;
 
 impl Default for Bootstrap {
     fn default() -> Self {

@@ -623,6 +623,7 @@ impl RunConfig {
         if let Some(domain) = first_duplicate(&self.domains) {
             bail!("`domains` lists `{domain}` twice");
         }
+        self.validate_no_repeats()?;
         for (field, limit) in [
             ("test_limit", self.test_limit),
             ("train_limit", self.train_limit),
@@ -691,6 +692,50 @@ impl RunConfig {
         self.clustering.http.validate().context("clustering.http")?;
         self.conditions()?;
         self.validate_paper_layers()?;
+        Ok(())
+    }
+
+    /// Lists whose entries each become rows: a repeated entry would write every row twice and
+    /// count it twice in its comparisons' multiple-testing family.
+    fn validate_no_repeats(&self) -> anyhow::Result<()> {
+        let rep = &self.representational;
+        let beh = &self.behavioral;
+        let repeated = [
+            (
+                "representational.probes",
+                first_duplicate(&rep.probes).map(|p| p.to_string()),
+            ),
+            (
+                "representational.layer_offsets",
+                first_duplicate(&rep.layer_offsets).map(|o| o.to_string()),
+            ),
+            (
+                "representational.mass_mean_layer_offsets",
+                first_duplicate(&rep.mass_mean_layer_offsets).map(|o| o.to_string()),
+            ),
+            (
+                "behavioral.k",
+                first_duplicate(&beh.k).map(|k| k.to_string()),
+            ),
+            (
+                "behavioral.baselines",
+                first_duplicate(&beh.baselines).map(|b| format!("{b:?}").to_lowercase()),
+            ),
+            (
+                "behavioral.formats",
+                match &beh.formats {
+                    Formats::Listed(formats) => {
+                        first_duplicate(formats).map(|f| format!("{f:?}").to_lowercase())
+                    }
+                    Formats::Auto => None,
+                },
+            ),
+        ];
+        for (field, value) in repeated {
+            if let Some(value) = value {
+                bail!("{field} lists `{value}` twice");
+            }
+        }
         Ok(())
     }
 
@@ -1017,6 +1062,34 @@ mod tests {
             err.contains("`domains` lists `word_definitions` twice"),
             "{err}"
         );
+        // A repeated entry would write its rows twice and double its comparisons' families.
+        for (text, expect) in [
+            ("[behavioral]\nk = [2, 2]", "behavioral.k lists `2` twice"),
+            (
+                "[behavioral]\nbaselines = [\"empty\", \"empty\"]",
+                "behavioral.baselines lists `empty` twice",
+            ),
+            (
+                "[behavioral]\nformats = [\"plain\", \"plain\"]",
+                "behavioral.formats lists `plain` twice",
+            ),
+            (
+                "[representational]\nprobes = [\"sawmil\", \"sawmil\"]",
+                "representational.probes lists `sawmil` twice",
+            ),
+            (
+                "[representational]\nlayer_offsets = [0, 0]",
+                "representational.layer_offsets lists `0` twice",
+            ),
+            (
+                "[representational]\nmass_mean_layer_offsets = [1, 1]",
+                "representational.mass_mean_layer_offsets lists `1` twice",
+            ),
+        ] {
+            let err = invalid(text);
+            assert!(err.contains(expect), "{text}: {err}");
+        }
+        assert!(invalid("bootstrap_resamples = 100000000000").contains("more than 1000000"));
         let err = invalid("[splits]\ntest = 0.6\ncalibration = 0.5");
         assert!(
             err.contains("[splits]") && err.contains("split shares"),
