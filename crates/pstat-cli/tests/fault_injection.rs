@@ -344,6 +344,17 @@ fn bad_configs_and_folders_are_refused_before_any_model_loads() {
         "`test_limit` must be at least 1",
     );
     refused(&[], Some("[representational]\nsawmil_c = -1.0"), "sawmil_c");
+    refused(
+        &[],
+        Some("[behavioral]\nk = [2, 2]"),
+        "behavioral.k lists `2` twice",
+    );
+    // A later model that is not there is refused before the first one runs.
+    refused(
+        &[],
+        Some("models = [\"smollm2-135m-instruct\", \"/nonexistent/x.gguf\"]"),
+        "`models`: `/nonexistent/x.gguf` is neither",
+    );
     assert!(!work.path().join("out").exists(), "nothing written");
     // --out naming a file: the error names it.
     std::fs::write(work.path().join("out"), "a file").unwrap();
@@ -771,17 +782,24 @@ fn a_run_folder_reuses_only_what_proves_where_it_belongs() {
     assert_same_results(&expected, &out);
 }
 
-/// A config whose model does not exist: a run of it fails after claiming the folder.
+/// A config whose model is a file that is no model: a run of it fails after claiming the
+/// folder (a model that is not there at all is refused before).
 fn no_model_config(dir: &Path, extra: &str) -> PathBuf {
+    let model = broken_model(dir);
     let path = dir.join("config.toml");
     std::fs::write(
         &path,
-        format!(
-            "models = [\"/nonexistent/model.gguf\"]\ndomains = [\"city_locations\"]\ntest_limit = 20\n{extra}"
-        ),
+        format!("models = [{model:?}]\ndomains = [\"city_locations\"]\ntest_limit = 20\n{extra}"),
     )
     .unwrap();
     path
+}
+
+/// `dir/broken.gguf`, a file that is there but holds no model.
+fn broken_model(dir: &Path) -> PathBuf {
+    let model = dir.join("broken.gguf");
+    std::fs::write(&model, "not a model").unwrap();
+    model
 }
 
 fn pstat_run(home: &Path, config: &Path, out: &Path) -> Output {
@@ -813,7 +831,7 @@ fn a_config_toml_is_compared_as_a_config_and_a_damaged_one_is_named() {
     .unwrap();
     let stderr = stderr_of(&pstat_run(&home, &config, &out));
     assert!(!stderr.contains("another config"), "{stderr}");
-    assert!(stderr.contains("/nonexistent/model.gguf"), "{stderr}");
+    assert!(stderr.contains("broken.gguf"), "{stderr}");
     // A damaged config.toml: the file, the line and the setting.
     std::fs::write(
         &held,
@@ -853,7 +871,32 @@ fn a_failed_first_run_leaves_the_folder_to_the_next_config() {
     let corrected = no_model_config(work.path(), "train_limit = 60");
     let stderr = stderr_of(&pstat_run(&home, &corrected, &out));
     assert!(!stderr.contains("another config"), "{stderr}");
-    assert!(stderr.contains("/nonexistent/model.gguf"), "{stderr}");
+    assert!(stderr.contains("broken.gguf"), "{stderr}");
+
+    // A stage that made its folder (and the lock in it) before failing computed nothing either.
+    let Some(tiny) = Tiny::new() else { return };
+    let out = work.path().join("out-layer");
+    let layer = |n: usize| {
+        let text = std::fs::read_to_string(tiny.config(8)).unwrap();
+        let path = work.path().join(format!("layer-{n}.toml"));
+        std::fs::write(
+            &path,
+            text.replace("veracity_layer = 3", &format!("veracity_layer = {n}")),
+        )
+        .unwrap();
+        path
+    };
+    let stderr = stderr_of(&pstat_run(&home, &layer(1000), &out));
+    assert!(stderr.contains("veracity_layer = 1000"), "{stderr}");
+    assert!(
+        !out.join("config.toml").exists(),
+        "the folder is not claimed"
+    );
+    let stderr = stderr_of(&pstat_run(&home, &layer(999), &out));
+    assert!(
+        !stderr.contains("another config") && stderr.contains("veracity_layer = 999"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -1145,14 +1188,10 @@ fn cluster_honours_out_and_two_groups_on_a_line_are_two_clusters() {
     let output = Command::new(env!("CARGO_BIN_EXE_pstat"))
         .current_dir(dir.path())
         .env("PSTAT_HOME", dir.path().join("home"))
-        .args([
-            "cluster",
-            "--model",
-            "/nonexistent/model.gguf",
-            "--domain",
-            "city_locations",
-            "--out",
-        ])
+        .arg("cluster")
+        .arg("--model")
+        .arg(broken_model(dir.path()))
+        .args(["--domain", "city_locations", "--out"])
         .arg(&out)
         .output()
         .unwrap();

@@ -692,6 +692,18 @@ impl RunConfig {
         self.clustering.http.validate().context("clustering.http")?;
         self.conditions()?;
         self.validate_paper_layers()?;
+        // Every model, not only the first: a path that is not there would otherwise fail only
+        // after the models before it had run their whole study.
+        if let Some(model) = self
+            .models
+            .iter()
+            .find(|m| pstat_lm::registry::find(m).is_none() && !Path::new(m.as_str()).exists())
+        {
+            bail!(
+                "`models`: {}",
+                pstat_lm::registry::RegistryError::Unknown(model.clone())
+            );
+        }
         Ok(())
     }
 

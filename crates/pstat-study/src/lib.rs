@@ -124,10 +124,24 @@ fn run(
     result
 }
 
-/// Whether `out` holds anything a unit computed: a folder other than the splits and the
-/// shards' records (units live under `<model>/` and `clusters/`). The splits, the bigram
-/// tables, the log and the lock follow from the data or name no result.
+/// Whether `out` holds anything a unit computed: a file in a folder other than the splits and
+/// the shards' records (units live under `<model>/` and `clusters/`). The splits, the bigram
+/// tables, the log and the lock follow from the data or name no result; nor do the folders a
+/// stage makes before it fails, or the hidden lock files in them.
 fn computed_anything(out: &Path) -> bool {
+    fn holds_a_file(dir: &Path) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|entry| {
+            let hidden = entry.file_name().to_string_lossy().starts_with('.');
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => holds_a_file(&entry.path()),
+                Ok(_) => !hidden,
+                Err(_) => false,
+            }
+        })
+    }
     let Ok(entries) = std::fs::read_dir(out) else {
         return false;
     };
@@ -137,6 +151,7 @@ fn computed_anything(out: &Path) -> bool {
             && !name.starts_with('.')
             && name != "splits"
             && name != "shards"
+            && holds_a_file(&entry.path())
     })
 }
 
