@@ -6,7 +6,7 @@ pub enum PromptError {
     /// A condition's context source has fewer training statements than the K asked for (and
     /// fewer were not allowed).
     #[error(
-        "condition `{condition}` needs K = {k} context statements but the training split of {domain} has only {available} of kinds [{kinds}] (use a smaller --k, or --allow-fewer to record and use all {available})"
+        "condition `{condition}` needs K = {k} context statements but the training split of {domain} has only {available} of kinds [{kinds}] (ask for a smaller K, or allow fewer to record and use all {available}: `behavioral.k` and `behavioral.allow_fewer` in a run config, --k and --allow-fewer on the command line)"
     )]
     TooFewCandidates {
         /// Name of the condition Θ.

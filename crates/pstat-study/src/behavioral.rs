@@ -127,6 +127,29 @@ pub(crate) fn study_spec(
     }
 }
 
+/// Draws every main context the behavioral stage will prompt with (each domain, K, baseline
+/// and Θ; they are seeded, so these are the very draws), so that a K the training split cannot
+/// fill is an error before any model runs rather than after the probes are fitted.
+pub(crate) fn check_context_sizes(study: &Study) -> anyhow::Result<()> {
+    let cfg = &study.config.behavioral;
+    if !cfg.enabled {
+        return Ok(());
+    }
+    for &domain in &study.config.domains {
+        let pool = TrainingPool::new(domain, &study.datasets, &study.splits)?;
+        for &k in &cfg.k {
+            for &baseline in &cfg.baselines {
+                let spec = context_spec(study, domain, k, baseline);
+                for condition in &study.conditions.conditions {
+                    pool.draw(&spec, condition, Draw::Main)
+                        .map_err(|e| anyhow::anyhow!("behavioral.k = {k}: {e}"))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// How the belief contexts of `domain` at `k` under `baseline` are drawn: the behavioral
 /// stage's prompts and the contextual stage's hidden states read the same draws.
 pub(crate) fn context_spec(

@@ -168,6 +168,7 @@ fn run_claimed(
 
     progress.stage("data and splits");
     let mut study = Study::open(config, out, progress)?;
+    behavioral::check_context_sizes(&study)?;
     study.scope = scope;
     if scope.assembles() {
         pstat_familiarity::bigram::write_tables(&study.datasets, out)

@@ -236,6 +236,7 @@ pub fn possible_units(study: &Study, model: &str, domain: Domain) -> Vec<UnitKey
 /// The plan of `config` for the out folder `out`, read without writing anything.
 pub fn preview(config: crate::RunConfig, out: &Path) -> anyhow::Result<Plan> {
     let study = Study::preview(config, out)?;
+    crate::behavioral::check_context_sizes(&study)?;
     Ok(Plan::build(&study, &CostBook::load()))
 }
 
@@ -313,5 +314,25 @@ mod tests {
             per_shard[owners[0].index as usize] += 1;
         }
         assert!(per_shard.iter().all(|n| *n > 0), "{per_shard:?}");
+    }
+
+    /// A K the training split cannot fill is refused by the plan, before any model runs, under
+    /// the run config's names for the setting.
+    #[test]
+    fn a_context_size_the_data_cannot_fill_is_refused_before_any_work() {
+        let out = tempfile::tempdir().unwrap();
+        let mut config = RunConfig::default();
+        config.domains = vec![Domain::CityLocations];
+        config.behavioral.k = vec![100_000];
+        let err = format!("{:#}", preview(config.clone(), out.path()).unwrap_err());
+        assert!(
+            err.contains("behavioral.k = 100000")
+                && err.contains("needs K = 100000")
+                && err.contains("behavioral.allow_fewer"),
+            "{err}"
+        );
+        config.behavioral.allow_fewer = true;
+        let study = Study::preview(config, out.path()).unwrap();
+        crate::behavioral::check_context_sizes(&study).unwrap();
     }
 }
