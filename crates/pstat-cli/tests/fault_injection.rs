@@ -574,9 +574,10 @@ fn a_unit_stopped_by_sigterm_says_how_to_resume_and_resumes_from_its_checkpoint(
     let blocks = checkpointed(&stopped) / 64 * 64;
     assert!(blocks >= 64);
 
-    // A checkpointed judgment changed on disk shows whether the rerun reused the checkpoint
-    // (it keeps the change) or recomputed it; everything after the checkpoint must be
-    // computed to the same bytes as without the interruption.
+    // A checkpointed judgment changed on disk, and its block sealed again, shows whether the
+    // rerun reused the checkpoint (it keeps the change) or recomputed it; everything after the
+    // checkpoint must be computed to the same bytes as without the interruption. (Changed
+    // without the seal, the block is refused: pstat-prompt's record tests.)
     let partial = files_under(&stopped)
         .into_iter()
         .find(|p| p.to_string_lossy().ends_with(".partial.jsonl"))
@@ -587,12 +588,16 @@ fn a_unit_stopped_by_sigterm_says_how_to_resume_and_resumes_from_its_checkpoint(
         &partial,
         second_line + text[second_line..].find("\"p_a\"").unwrap(),
     );
-    let changed = std::fs::read_to_string(&partial)
-        .unwrap()
-        .lines()
-        .nth(1)
-        .unwrap()
-        .to_string();
+    let text = std::fs::read_to_string(&partial).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let block: String = lines[1..=64].iter().map(|l| format!("{l}\n")).collect();
+    assert!(lines[65].starts_with("{\"block_sha256\""), "{}", lines[65]);
+    lines[65] = format!(
+        "{{\"block_sha256\":\"{}\"}}",
+        pstat_data::artifact::sha256_hex(block.as_bytes())
+    );
+    std::fs::write(&partial, lines.join("\n") + "\n").unwrap();
+    let changed = lines[1].clone();
     home.stop_when(
         home.run_config(&config, &stopped),
         "KILL",

@@ -240,8 +240,8 @@ impl UnitFiles {
             Err(_) => Vec::new(),
         };
         let mut bytes = header.into_bytes();
-        for j in &kept {
-            push_line(&self.partial, &mut bytes, j)?;
+        for chunk in kept.chunks(block.max(1)) {
+            bytes.extend(self.sealed_block(chunk)?);
         }
         write_atomic(&self.partial, &bytes).map_err(|e| PromptError::io(&self.partial, e))?;
         Ok(kept)
@@ -250,18 +250,44 @@ impl UnitFiles {
     /// Appends one computed block of judgments to the checkpoint [`UnitFiles::resume`] began.
     pub fn checkpoint(&self, judgments: &[Judgment]) -> Result<(), PromptError> {
         use std::io::Write;
-        let mut bytes = Vec::new();
-        for j in judgments {
-            push_line(&self.partial, &mut bytes, j)?;
-        }
+        let bytes = self.sealed_block(judgments)?;
         // One write per block: an interruption leaves at most one block cut short, and
-        // `resume` keeps whole blocks only.
+        // `resume` keeps sealed blocks only.
         std::fs::OpenOptions::new()
             .append(true)
             .open(&self.partial)
             .and_then(|mut f| f.write_all(&bytes))
             .map_err(|e| PromptError::io(&self.partial, e))
     }
+}
+
+impl UnitFiles {
+    /// A block's judgment lines followed by its seal, the sha256 of those lines: a checkpoint is
+    /// read back only as far as its blocks still match their seals.
+    fn sealed_block(&self, judgments: &[Judgment]) -> Result<Vec<u8>, PromptError> {
+        let mut bytes = Vec::new();
+        for j in judgments {
+            push_line(&self.partial, &mut bytes, j)?;
+        }
+        let seal = BlockSeal {
+            block_sha256: sha256_hex(&bytes),
+        };
+        let line = serde_json::to_string(&seal).map_err(|e| PromptError::File {
+            path: self.partial.clone(),
+            message: e.to_string(),
+        })?;
+        bytes.extend(line.as_bytes());
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
+}
+
+/// The line that closes a checkpointed block.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BlockSeal {
+    /// sha256 of the block's judgment lines, newlines included.
+    block_sha256: String,
 }
 
 fn push_line(path: &Path, bytes: &mut Vec<u8>, judgment: &Judgment) -> Result<(), PromptError> {
@@ -295,23 +321,39 @@ fn checkpointed(
     let Some(body) = bytes.strip_prefix(header.as_bytes()) else {
         return Ok(Vec::new());
     };
-    // Only lines ended by a newline were written whole.
+    // Only lines ended by a newline were written whole, and only sealed blocks are kept: the
+    // lines after the last seal are a block cut short.
     let whole = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let text = std::str::from_utf8(&body[..whole]).map_err(|e| e.to_string())?;
     let mut judgments = Vec::new();
+    let mut pending: Vec<Judgment> = Vec::new();
+    let mut pending_bytes: Vec<u8> = Vec::new();
     for (i, line) in text.lines().enumerate() {
+        let number = i + 2;
+        if let Ok(seal) = serde_json::from_str::<BlockSeal>(line) {
+            if seal.block_sha256 != sha256_hex(&pending_bytes) {
+                return Err(format!(
+                    "line {number}: the block before it no longer matches its sha256 (edited or damaged)"
+                ));
+            }
+            judgments.append(&mut pending);
+            pending_bytes.clear();
+            continue;
+        }
         let judgment: Judgment =
-            serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 2))?;
-        if ids.get(i) != Some(&judgment.id.as_str()) {
+            serde_json::from_str(line).map_err(|e| format!("line {number}: {e}"))?;
+        let index = judgments.len() + pending.len();
+        if ids.get(index) != Some(&judgment.id.as_str()) {
             return Err(format!(
-                "line {} judges {}, where the unit's statement {} is {}",
-                i + 2,
+                "line {number} judges {}, where the unit's statement {} is {}",
                 judgment.id,
-                i + 1,
-                ids.get(i).unwrap_or(&"(none)")
+                index + 1,
+                ids.get(index).unwrap_or(&"(none)")
             ));
         }
-        judgments.push(judgment);
+        pending_bytes.extend(line.as_bytes());
+        pending_bytes.push(b'\n');
+        pending.push(judgment);
     }
     judgments.truncate(judgments.len() / block * block);
     Ok(judgments)
@@ -472,10 +514,25 @@ mod tests {
         std::fs::write(&files.partial, bytes).unwrap();
         let kept = resume(&meta(5), &mut Silent);
         assert_eq!(kept, ["s1", "s2", "s3", "s4"].map(judged));
-        // Rewritten to exactly what was kept, so the next block appends after it.
+        // Rewritten to exactly what was kept (each block with its seal), so the next block
+        // appends after it.
         files.checkpoint(&[judged("s5")]).unwrap();
         let text = std::fs::read_to_string(&files.partial).unwrap();
-        assert_eq!(text.lines().count(), 6);
+        assert_eq!(text.lines().count(), 1 + 3 + 3 + 2);
+        // A judgment edited in place, still valid and of the right statement, breaks its
+        // block's seal: named, moved aside, computed afresh.
+        let edited = text.replacen("\"p_a\":0.5", "\"p_a\":0.6", 1);
+        assert_ne!(edited, text);
+        std::fs::write(&files.partial, edited).unwrap();
+        let mut warnings = Warnings(Vec::new());
+        assert_eq!(resume(&meta(5), &mut warnings), vec![]);
+        assert!(
+            warnings.0[0].contains("partial.jsonl") && warnings.0[0].contains("sha256"),
+            "{:?}",
+            warnings.0
+        );
+        files.checkpoint(&[judged("s1"), judged("s2")]).unwrap();
+        assert_eq!(resume(&meta(5), &mut Silent), ["s1", "s2"].map(judged));
         // Another computation's checkpoint is not used.
         let mut other = meta(5);
         other.backend = "another".into();
