@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where the K statements of a prompting belief context come from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "from")]
+#[serde(rename_all = "snake_case", tag = "from", try_from = "RawContext")]
 pub enum ContextSource {
     /// No context (the baseline Θ0).
     None,
@@ -21,6 +21,34 @@ pub enum ContextSource {
     /// True training statements of the other domains, K / (number of other domains) each,
     /// shuffled: the behavioral Noise control.
     OtherDomainsTrue,
+}
+
+/// A context table as written, read through [`ContextSource`]'s `try_from`: serde's tagged
+/// enum would ignore a `kinds` given with a source that reads none.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContext {
+    from: String,
+    kinds: Option<Vec<Kind>>,
+}
+
+impl TryFrom<RawContext> for ContextSource {
+    type Error = String;
+
+    fn try_from(raw: RawContext) -> Result<Self, String> {
+        match (raw.from.as_str(), raw.kinds) {
+            ("kinds", Some(kinds)) => Ok(ContextSource::Kinds { kinds }),
+            ("kinds", None) => Err("`from = \"kinds\"` needs `kinds`".into()),
+            ("none", None) => Ok(ContextSource::None),
+            ("other_domains_true", None) => Ok(ContextSource::OtherDomainsTrue),
+            (from @ ("none" | "other_domains_true"), Some(_)) => Err(format!(
+                "`kinds` is read only with `from = \"kinds\"`, not with `from = \"{from}\"`"
+            )),
+            (other, _) => Err(format!(
+                "unknown context source `{other}`, expected one of `none`, `kinds`, `other_domains_true`"
+            )),
+        }
+    }
 }
 
 /// One perturbation Θ.
@@ -142,6 +170,14 @@ impl ConditionSet {
                 return Err(DataError::Invalid(format!(
                     "condition `{}` is defined twice",
                     c.name
+                )));
+            }
+            if c.is_baseline()
+                && let Some(first) = self.conditions[..i].iter().find(|d| d.is_baseline())
+            {
+                return Err(DataError::Invalid(format!(
+                    "condition `{}` is the baseline `{}` again (probe_true = [\"true\"], no context): it would perturb nothing",
+                    c.name, first.name
                 )));
             }
         }
@@ -321,6 +357,35 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("must include `true`"), "{err}");
+        // Keys serde's tagged enum would have ignored, and a second baseline that every table
+        // would have dropped.
+        let user = |body: &str| {
+            let extra: ConditionFile = toml::from_str(&format!(
+                "[[condition]]\nname = \"x\"\ntitle = \"X\"\n{body}"
+            ))
+            .map_err(|e| e.to_string())?;
+            ConditionSet::paper()
+                .extend(extra.condition)
+                .map_err(|e| e.to_string())
+        };
+        for (body, expect) in [
+            (
+                "probe_true = [\"true\", \"fictional_t\"]\ncontext = { from = \"none\", kinds = [\"true\"] }",
+                "`kinds` is read only with `from = \"kinds\"`",
+            ),
+            (
+                "probe_true = [\"true\"]\ncontext = { from = \"kinds\" }",
+                "needs `kinds`",
+            ),
+            (
+                "probe_true = [\"true\"]\ncontext = { from = \"none\" }",
+                "is the baseline `baseline` again",
+            ),
+        ] {
+            let err = user(body).unwrap_err();
+            assert!(err.contains(expect), "{body}: {err}");
+        }
+        user("probe_true = [\"true\", \"fictional_t\"]\ncontext = { from = \"kinds\", kinds = [\"fictional_t\"] }").unwrap();
         let err = ConditionSet::paper()
             .get("fictionl")
             .unwrap_err()

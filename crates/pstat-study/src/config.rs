@@ -693,12 +693,13 @@ impl RunConfig {
         self.conditions()?;
         self.validate_paper_layers()?;
         // Every model, not only the first: a path that is not there would otherwise fail only
-        // after the models before it had run their whole study.
-        if let Some(model) = self
-            .models
-            .iter()
-            .find(|m| pstat_lm::registry::find(m).is_none() && !Path::new(m.as_str()).exists())
-        {
+        // after the models before it had run their whole study. (A Table A3 short name passes:
+        // its layers are checked above; where its weights live is the machine's business.)
+        if let Some(model) = self.models.iter().find(|m| {
+            pstat_lm::registry::find(m).is_none()
+                && pstat_lm::paper::by_short_name(m).is_none()
+                && !Path::new(m.as_str()).exists()
+        }) {
             bail!(
                 "`models`: {}",
                 pstat_lm::registry::RegistryError::Unknown(model.clone())
@@ -775,6 +776,18 @@ impl RunConfig {
 
     /// Table 2 plus the user's conditions.
     pub fn conditions(&self) -> anyhow::Result<ConditionSet> {
+        // The tables' rows of the noise floor name their condition so; a Θ of that name would
+        // be read as one of them.
+        if let Some(c) = self
+            .condition
+            .iter()
+            .find(|c| c.name == pstat_tables::BASELINE_REFIT)
+        {
+            bail!(
+                "condition `{}`: the name is reserved for the noise floor's rows",
+                c.name
+            );
+        }
         let mut set = ConditionSet::paper();
         set.extend(self.condition.clone())?;
         Ok(set)
@@ -1102,6 +1115,10 @@ mod tests {
             assert!(err.contains(expect), "{text}: {err}");
         }
         assert!(invalid("bootstrap_resamples = 100000000000").contains("more than 1000000"));
+        assert!(
+            invalid("[[condition]]\nname = \"baseline_refit\"\ntitle = \"R\"\nprobe_true = [\"true\", \"fictional_t\"]\ncontext = { from = \"none\" }")
+                .contains("reserved")
+        );
         let err = invalid("[splits]\ntest = 0.6\ncalibration = 0.5");
         assert!(
             err.contains("[splits]") && err.contains("split shares"),
