@@ -295,6 +295,16 @@ fn model_commands() {
         1,
         "prompts.jsonl:2: not a prompt object",
     );
+    std::fs::write(
+        &prompts,
+        "{\"prompt\": \"x\", \"options\": [\" a\", \"\"]}\n",
+    )
+    .unwrap();
+    fails(
+        &s.pstat(&["score", "--model", model, "--input", arg(&prompts)], ""),
+        1,
+        "prompts.jsonl:1: option 1 is empty",
+    );
 
     let text = s.path("lines.txt");
     std::fs::write(&text, "Paris is in France.\nRome is in Italy.\n").unwrap();
@@ -318,6 +328,11 @@ fn model_commands() {
         &s.pstat(&args("9"), ""),
         1,
         "--layers: layer 9 does not exist",
+    );
+    fails(
+        &s.pstat(&args("2,2"), ""),
+        1,
+        "--layers: layer 2 is named twice",
     );
     // Input that does not fit the model is blamed on its line, not on an option.
     let long = "Paris is in France. ".repeat(2000);
@@ -404,8 +419,9 @@ fn stage_commands_and_the_report() {
         args.extend(extra);
         s.pstat(&args, "")
     };
+    // Without --layers the config's offsets hold (they are what the later stages ask for).
     let probed = s.path("probed");
-    succeeds(&stage("probe", &probed, &["--layers", "0"]));
+    succeeds(&stage("probe", &probed, &[]));
     assert!(probed.join("stability.csv").is_file());
     fails(&stage("probe", &probed, &["--layers", "x"]), 1, "--layers");
 
@@ -463,6 +479,9 @@ fn stage_commands_and_the_report() {
     );
     assert!(prompted.join("familiarity.csv").is_file());
     fails(&prompt("0"), 1, "--k");
+    // The clustering joins the same study when given the same config.
+    succeeds(&stage("cluster", &prompted, &[]));
+    assert!(prompted.join("clusters").is_dir());
     // Another study is refused, naming the setting.
     fails(
         &prompt("3"),

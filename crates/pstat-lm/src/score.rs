@@ -53,6 +53,14 @@ pub enum ScoreError {
         /// The prompt's index.
         index: usize,
     },
+    /// An option is empty: it has no token to score.
+    #[error("option {option} is empty")]
+    EmptyOption {
+        /// The prompt's index.
+        index: usize,
+        /// The option's index (0-based).
+        option: usize,
+    },
     /// Loading or rendering the chat template for a chat prompt failed.
     // The inner error is the message, not a source: a source would be printed again after it
     // in an error chain.
@@ -102,6 +110,7 @@ impl ScoreError {
     pub fn prompt(&self) -> Option<usize> {
         match self {
             ScoreError::TooFewOptions { index }
+            | ScoreError::EmptyOption { index, .. }
             | ScoreError::Chat { index, .. }
             | ScoreError::Tokenize { index, .. }
             | ScoreError::TooLong { index, .. }
@@ -120,6 +129,11 @@ pub fn score_prompts(
 ) -> Result<Vec<ScoredPrompt>, ScoreError> {
     if let Some(index) = prompts.iter().position(|p| p.options.len() < 2) {
         return Err(ScoreError::TooFewOptions { index });
+    }
+    for (index, p) in prompts.iter().enumerate() {
+        if let Some(option) = p.options.iter().position(String::is_empty) {
+            return Err(ScoreError::EmptyOption { index, option });
+        }
     }
     let tokenizer = Tokenizer::load(path)?;
     let mut template: Option<ChatTemplate> = None;

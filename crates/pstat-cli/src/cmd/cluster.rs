@@ -24,6 +24,13 @@ pub struct ClusterArgs {
     /// With --model: an OpenAI-compatible chat endpoint that names each cluster.
     #[arg(long)]
     labeler: Option<String>,
+    /// With --model: start from this run config (TOML) instead of the paper's defaults, as the
+    /// other stage commands do, so the clustering joins the study they began.
+    #[arg(long, value_name = "FILE", requires = "model")]
+    config: Option<PathBuf>,
+    /// With --model: `f32` or `q8`, overriding the config's `precision`.
+    #[arg(long, requires = "model")]
+    precision: Option<pstat_lm::Precision>,
     /// With --model: the run folder (default `results`; --out names it too).
     #[arg(long, conflicts_with = "out")]
     run_out: Option<PathBuf>,
@@ -60,12 +67,12 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
             target: super::stage::Target {
                 model,
                 domain,
-                config: None,
+                config: args.config,
                 out: args
                     .out
                     .or(args.run_out)
                     .unwrap_or_else(|| PathBuf::from("results")),
-                precision: None,
+                precision: args.precision,
             },
             labeler: args.labeler,
         });

@@ -24,7 +24,8 @@ pub struct HiddenArgs {
     /// Text file, one statement per line (blank lines are skipped).
     #[arg(long)]
     input: PathBuf,
-    /// Output safetensors file (see the module docs for several layers).
+    /// Output safetensors file; with several --layers, one file per layer beside it
+    /// (`acts.safetensors` → `acts.layer10.safetensors`, `acts.layer15.safetensors`, ...).
     #[arg(long)]
     out: PathBuf,
     /// Store values as f16 (half the size) instead of f32.
@@ -46,6 +47,14 @@ pub fn run(args: HiddenArgs) -> anyhow::Result<()> {
         tokenize_lines(&tokenizer, &text).with_context(|| args.input.display().to_string())?;
     // Checked here so that each error names what is at fault: the option, or the input's line.
     let n_layers = lm.n_layers();
+    if let Some(layer) = args
+        .layers
+        .iter()
+        .enumerate()
+        .find_map(|(i, l)| args.layers[..i].contains(l).then_some(l))
+    {
+        anyhow::bail!("--layers: layer {layer} is named twice");
+    }
     if let Some(layer) = args.layers.iter().find(|&&l| l > n_layers) {
         anyhow::bail!(
             "--layers: layer {layer} does not exist: the model has {n_layers} blocks (valid layers: 0 = embeddings ..= {n_layers})"

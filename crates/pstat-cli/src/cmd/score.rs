@@ -16,7 +16,10 @@ pub struct ScoreArgs {
     /// A registry model name (`pstat models list`), a GGUF file or a Hugging Face folder.
     #[arg(long)]
     model: String,
-    /// JSON lines of prompts.
+    /// JSON lines, one prompt each: {"prompt": "...", "options": [" a", " b", " c"]}, with
+    /// optional "chat": true (the model's chat template) and "prefill": "..." (text the
+    /// answer starts with). Printed: one line per prompt, {"logprobs": [...], "argmax": i,
+    /// "option_ids": [[...]], "leftover": p}.
     #[arg(long)]
     input: PathBuf,
     /// Products in `f32` (exact, the default) or `q8` (8-bit activations, integer kernels;

@@ -48,9 +48,11 @@ pub struct ProbeArgs {
     /// `sawmil` or `mass_mean`; repeat for both (default: both).
     #[arg(long)]
     probe: Vec<Probe>,
-    /// Layers as offsets from the veracity layer: `-2..2` (Appendix F) or a list `0,1`.
-    #[arg(long, default_value = "-2..2", allow_hyphen_values = true)]
-    layers: String,
+    /// Layers as offsets from the veracity layer, for both probes: `-2..2` (Appendix F) or a
+    /// list `0,1` (default: the --config's `layer_offsets` and `mass_mean_layer_offsets`, else
+    /// -2..2).
+    #[arg(long, allow_hyphen_values = true)]
+    layers: Option<String>,
     /// Use this veracity layer instead of selecting it on the calibration split.
     #[arg(long)]
     veracity_layer: Option<usize>,
@@ -63,10 +65,12 @@ pub fn probe(args: ProbeArgs) -> anyhow::Result<()> {
     if !args.probe.is_empty() {
         c.representational.probes = args.probe.clone();
     }
-    let offsets =
-        pstat_study::config::Representational::parse_offsets(&args.layers).context("--layers")?;
-    c.representational.layer_offsets = offsets.clone();
-    c.representational.mass_mean_layer_offsets = offsets;
+    if let Some(layers) = &args.layers {
+        let offsets =
+            pstat_study::config::Representational::parse_offsets(layers).context("--layers")?;
+        c.representational.layer_offsets = offsets.clone();
+        c.representational.mass_mean_layer_offsets = offsets;
+    }
     c.representational.veracity_layer = args.veracity_layer.or(c.representational.veracity_layer);
     execute(c, &args.target.out)
 }
