@@ -518,6 +518,26 @@ fn stage_commands_and_the_report() {
     std::fs::remove_file(run.join("report.html")).unwrap();
     succeeds(&s.pstat(&["report", "--run", arg(&run)], ""));
     assert!(run.join("report.html").is_file());
+    // A table edited after the run no longer matches the sha256 its manifest vouches for: the
+    // report refuses it instead of drawing it.
+    let table = run.join("stability.csv");
+    let text = std::fs::read_to_string(&table).unwrap();
+    let at = text.find("0.").expect("a rate in the table");
+    let digit = if &text[at + 2..at + 3] == "7" {
+        "3"
+    } else {
+        "7"
+    };
+    std::fs::write(
+        &table,
+        format!("{}{digit}{}", &text[..at + 2], &text[at + 3..]),
+    )
+    .unwrap();
+    fails(
+        &s.pstat(&["report", "--run", arg(&run)], ""),
+        1,
+        "stability.csv: does not match the sha256",
+    );
     let empty = s.path("empty");
     std::fs::create_dir(&empty).unwrap();
     fails(

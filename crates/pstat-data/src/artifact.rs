@@ -327,6 +327,10 @@ pub struct Manifest {
     pub seed: u64,
     /// What this artifact is, e.g. `stability`, `activations city_locations layer 15`.
     pub artifact: String,
+    /// sha256 of the artifact's bytes, for the run folder's tables: a reader checks them
+    /// against it ([`Manifest::verify_beside`]). Absent for artifacts checked otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_sha256: Option<String>,
 }
 
 impl Manifest {
@@ -344,6 +348,32 @@ impl Manifest {
             kernel_isa: None,
             seed,
             artifact: artifact.into(),
+            content_sha256: None,
+        }
+    }
+
+    /// The same, vouching for the artifact's `bytes`.
+    pub fn with_content(mut self, bytes: &[u8]) -> Self {
+        self.content_sha256 = Some(sha256_hex(bytes));
+        self
+    }
+
+    /// Checks `bytes`, read from `artifact`, against the sha256 its manifest vouches for. A
+    /// file without a manifest, or whose manifest vouches for no content, passes: it was not
+    /// written by a run that records it. `Err`: why the bytes are not the run's.
+    pub fn verify_beside(artifact: &Path, bytes: &[u8]) -> Result<(), String> {
+        let path = Self::path_for(artifact);
+        let Ok(text) = std::fs::read(&path) else {
+            return Ok(());
+        };
+        let manifest: Manifest = serde_json::from_slice(&text)
+            .map_err(|e| format!("its manifest {} does not parse: {e}", path.display()))?;
+        match manifest.content_sha256 {
+            Some(expected) if expected != sha256_hex(bytes) => Err(format!(
+                "does not match the sha256 {} vouches for (edited or damaged; `pstat run` into the folder writes it again)",
+                path.display()
+            )),
+            _ => Ok(()),
         }
     }
 

@@ -147,6 +147,8 @@ fn read_json_opt<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportEr
         return Ok(None);
     }
     let bytes = std::fs::read(path).map_err(|e| ReportError::io(path, e))?;
+    pstat_data::artifact::Manifest::verify_beside(path, &bytes)
+        .map_err(|message| ReportError::input(path, message))?;
     serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| ReportError::input(path, e))

@@ -183,13 +183,16 @@ fn run_claimed(
                 .iter()
                 .map(|d| d.data_hash.as_str())
                 .collect();
+            let bytes = std::fs::read(out.join(table))
+                .with_context(|| format!("reading {}", out.join(table).display()))?;
             io::write_manifest(
                 &pstat_data::artifact::Manifest::new(
                     table,
                     &study.config_hash,
                     &pstat_data::artifact::sha256_hex(all_data.join("\n").as_bytes()),
                     study.config.seed,
-                ),
+                )
+                .with_content(&bytes),
                 &out.join(table),
             )?;
         }

@@ -279,16 +279,17 @@ impl Tables {
             AnswerRow::FILE,
             DECISIONS_FILE,
         ] {
-            if !out.join(path).exists() {
+            let Ok(bytes) = std::fs::read(out.join(path)) else {
                 continue;
-            }
+            };
             crate::io::write_manifest(
                 &pstat_data::artifact::Manifest::new(
                     path,
                     &study.config_hash,
                     &study.data_hash(),
                     study.config.seed,
-                ),
+                )
+                .with_content(&bytes),
                 &out.join(path),
             )?;
         }

@@ -47,6 +47,8 @@ pub fn read_csv<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, TableError> 
         path: path.to_path_buf(),
         source,
     })?;
+    pstat_data::artifact::Manifest::verify_beside(path, &bytes)
+        .map_err(|message| TableError::format(path, None, message))?;
     let mut reader = csv::Reader::from_reader(bytes.as_slice());
     reader
         .deserialize()
@@ -110,6 +112,8 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, TableError> {
         path: path.to_path_buf(),
         source,
     })?;
+    pstat_data::artifact::Manifest::verify_beside(path, &bytes)
+        .map_err(|message| TableError::format(path, None, message))?;
     serde_json::from_slice(&bytes).map_err(|e| TableError::format(path, Some(e.line()), e))
 }
 
