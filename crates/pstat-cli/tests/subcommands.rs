@@ -479,6 +479,32 @@ fn stage_commands_and_the_report() {
     );
     assert!(prompted.join("familiarity.csv").is_file());
     fails(&prompt("0"), 1, "--k");
+    // Chat asked of a model without a chat template: prompted plain, and said so.
+    let chat = s.path("chat");
+    let out = s.pstat(
+        &[
+            "prompt",
+            "--model",
+            model,
+            "--domain",
+            "city_locations",
+            "--config",
+            config,
+            "--k",
+            "2",
+            "--format",
+            "chat",
+            "--out",
+            arg(&chat),
+        ],
+        "",
+    );
+    succeeds(&out);
+    assert!(
+        stderr(&out).contains("has no chat template: behavioral.formats lists chat"),
+        "{}",
+        stderr(&out)
+    );
     // The clustering joins the same study when given the same config.
     succeeds(&stage("cluster", &prompted, &[]));
     assert!(prompted.join("clusters").is_dir());

@@ -3,7 +3,7 @@
 //! held-out True statements are asked the three-option question (pstat-prompt does the work;
 //! its units are resumable files under `<model>/<domain>/behavioral/`).
 
-use crate::config::{FormatRule, RunConfig};
+use crate::config::{FormatRule, Formats, RunConfig};
 use crate::layout::RunLayout;
 use crate::lock::WorkLock;
 use crate::progress::Progress;
@@ -386,9 +386,16 @@ impl<'a> Prompter<'a> {
     ) -> anyhow::Result<(Vec<PromptFormat>, String)> {
         let study = self.cell.study;
         let cfg = &study.config.behavioral;
-        if let FormatRule::Fixed { formats, reason } =
-            cfg.formats.rule(self.codec.has_chat_template())
-        {
+        let chat_template = self.codec.has_chat_template();
+        if let FormatRule::Fixed { formats, reason } = cfg.formats.rule(chat_template) {
+            let chat_listed =
+                matches!(&cfg.formats, Formats::Listed(l) if l.contains(&PromptFormat::Chat));
+            if !chat_template && chat_listed {
+                progress.note(&format!(
+                    "warning: {} has no chat template: behavioral.formats lists chat, but {} is prompted in the plain format only",
+                    self.cell.model.name, self.cell.domain
+                ));
+            }
             return Ok((formats, reason.to_string()));
         }
         // The chat-format empty baseline decides; its unit is reused if chat is kept.

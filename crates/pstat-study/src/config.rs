@@ -664,6 +664,17 @@ impl RunConfig {
                 "representational.probes: `prompt` is the behavioral judgment (expected sawmil or mass_mean)"
             );
         }
+        if let Some(dir) = &self.data
+            && !Path::new(dir).is_dir()
+        {
+            bail!("data: {dir:?} is not a folder (one laid out like the repository's data/)");
+        }
+        self.validate_enabled_stages_have_work()?;
+        if let Some(url) = &self.clustering.labeler
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            bail!("clustering.labeler: {url:?} should start with http:// or https://");
+        }
         if let Some(dir) = &self.representational.activations
             && !Path::new(dir).is_dir()
         {
@@ -703,6 +714,54 @@ impl RunConfig {
             bail!(
                 "`models`: {}",
                 pstat_lm::registry::RegistryError::Unknown(model.clone())
+            );
+        }
+        Ok(())
+    }
+
+    /// An enabled stage given nothing to compute would leave its tables out without a word;
+    /// `enabled = false` is the way to leave a stage out.
+    fn validate_enabled_stages_have_work(&self) -> anyhow::Result<()> {
+        let rep = &self.representational;
+        let beh = &self.behavioral;
+        let fam = &self.familiarity;
+        let empty = [
+            (
+                beh.enabled && beh.k.is_empty(),
+                "behavioral.k",
+                "behavioral",
+            ),
+            (
+                beh.enabled && beh.baselines.is_empty(),
+                "behavioral.baselines",
+                "behavioral",
+            ),
+            (
+                rep.enabled && rep.probes.contains(&Probe::Sawmil) && rep.layer_offsets.is_empty(),
+                "representational.layer_offsets",
+                "representational",
+            ),
+            (
+                rep.enabled
+                    && rep.probes.contains(&Probe::MassMean)
+                    && rep.mass_mean_layer_offsets.is_empty(),
+                "representational.mass_mean_layer_offsets",
+                "representational",
+            ),
+            (
+                fam.enabled && fam.statements_per_kind == 0,
+                "familiarity.statements_per_kind",
+                "familiarity",
+            ),
+            (
+                fam.enabled && fam.distance_pairs == 0,
+                "familiarity.distance_pairs",
+                "familiarity",
+            ),
+        ];
+        if let Some((_, field, stage)) = empty.into_iter().find(|(bad, ..)| *bad) {
+            bail!(
+                "{field} is empty or 0 while the {stage} stage is enabled (set {stage}.enabled = false to leave it out)"
             );
         }
         Ok(())
@@ -1115,6 +1174,36 @@ mod tests {
             assert!(err.contains(expect), "{text}: {err}");
         }
         assert!(invalid("bootstrap_resamples = 100000000000").contains("more than 1000000"));
+        // An enabled stage with nothing to compute, a data folder that is not one, a labeler
+        // that is no URL.
+        for (text, expect) in [
+            ("[behavioral]\nk = []", "behavioral.k is empty or 0"),
+            (
+                "[behavioral]\nbaselines = []",
+                "behavioral.baselines is empty",
+            ),
+            (
+                "[representational]\nlayer_offsets = []",
+                "representational.layer_offsets is empty",
+            ),
+            (
+                "[familiarity]\nstatements_per_kind = 0",
+                "familiarity.statements_per_kind",
+            ),
+            (
+                "data = \"/nonexistent/data\"",
+                "data: \"/nonexistent/data\" is not a folder",
+            ),
+            (
+                "[clustering]\nlabeler = \"localhost:8000\"",
+                "clustering.labeler",
+            ),
+        ] {
+            let err = invalid(text);
+            assert!(err.contains(expect), "{text}: {err}");
+        }
+        let off: RunConfig = toml::from_str("[behavioral]\nenabled = false\nk = []").unwrap();
+        off.validate().unwrap();
         assert!(
             invalid("[[condition]]\nname = \"baseline_refit\"\ntitle = \"R\"\nprobe_true = [\"true\", \"fictional_t\"]\ncontext = { from = \"none\" }")
                 .contains("reserved")
