@@ -348,8 +348,14 @@ fn copy_missing(from: &Path, into: &Path) -> anyhow::Result<()> {
     for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
         let entry = entry?;
         let name = entry.file_name();
-        // Locks, temporary files and the log belong to the folder they are in.
-        if name.to_string_lossy().starts_with('.') || name == "run.log" {
+        // Locks, temporary files, the log, checkpoints of units still under way and files
+        // moved aside as damaged belong to the folder they are in.
+        let text = name.to_string_lossy();
+        if text.starts_with('.')
+            || name == "run.log"
+            || text.ends_with(".partial.jsonl")
+            || text.ends_with(".corrupt")
+        {
             continue;
         }
         let (source, target) = (entry.path(), into.join(&name));
@@ -551,4 +557,36 @@ fn settings_that_differ(held: &RunConfig, asked: &RunConfig) -> anyhow::Result<V
             )
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A merge brings the other folder's results, not what belongs to that folder alone: its
+    /// locks, log, checkpoints of units under way and files moved aside as damaged.
+    #[test]
+    fn a_merge_copies_results_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, into) = (dir.path().join("from"), dir.path().join("into"));
+        let unit = from.join("m/city_locations/behavioral/plain");
+        std::fs::create_dir_all(&unit).unwrap();
+        for name in [
+            "noise.main.jsonl",
+            "noise.main.partial.jsonl",
+            "fictional.main.jsonl.corrupt",
+            ".format.lock",
+        ] {
+            std::fs::write(unit.join(name), name).unwrap();
+        }
+        std::fs::write(from.join("run.log"), "log").unwrap();
+        copy_missing(&from, &into).unwrap();
+        let copied = into.join("m/city_locations/behavioral/plain");
+        let names: Vec<String> = std::fs::read_dir(&copied)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["noise.main.jsonl"]);
+        assert!(!into.join("run.log").exists());
+    }
 }
