@@ -321,8 +321,10 @@ mod tests {
     #[test]
     fn a_context_size_the_data_cannot_fill_is_refused_before_any_work() {
         let out = tempfile::tempdir().unwrap();
-        let mut config = RunConfig::default();
-        config.domains = vec![Domain::CityLocations];
+        let mut config = RunConfig {
+            domains: vec![Domain::CityLocations],
+            ..RunConfig::default()
+        };
         config.behavioral.k = vec![100_000];
         let err = format!("{:#}", preview(config.clone(), out.path()).unwrap_err());
         assert!(
