@@ -33,7 +33,7 @@ type Pick = fn(&RatePair) -> Option<f64>;
 type Rates<'a> = BTreeMap<&'a str, BTreeMap<&'a str, RatePair>>;
 
 /// The across-model tables of `rows`. `veracity_layer` gives the veracity layer of a (model,
-/// domain), so representational rows group by their offset from it; `conditions` is the
+/// domain), so representational and contextual rows group by their offset from it; `conditions` is the
 /// run's condition order (ties in a rank keep it, as the authors' stable sort does);
 /// `pairs` are the compared (Θa, Θb). The noise floor's refits and behavioral resamples are
 /// left out; volume-matched rows form their own variant.
@@ -57,8 +57,8 @@ pub fn aggregate_across_models(
 }
 
 /// The rates of `rows` per selection and model; the noise floor's refits and behavioral
-/// resamples are left out, and representational layers become offsets from the veracity
-/// layer.
+/// resamples are left out, and the layers of representational and contextual rows become
+/// offsets from the veracity layer.
 fn group_selections<'a>(
     rows: &'a [StabilityRow],
     veracity_layer: impl Fn(&str, &str) -> Option<usize>,
@@ -70,12 +70,11 @@ fn group_selections<'a>(
             Some(VOLUME_MATCHED) => VOLUME_MATCHED,
             Some(_) => continue,
         };
-        let layer_offset = match (r.instantiation, r.layer) {
-            (Instantiation::Representational, Some(layer)) => {
-                veracity_layer(&r.model, &r.domain).map(|v| layer as i64 - v as i64)
-            }
-            _ => None,
-        };
+        // Representational and contextual rows both carry a layer: keyed by its offset, each
+        // layer is a selection of its own (offset 0 holds the stages' main rows).
+        let layer_offset = r
+            .layer
+            .and_then(|layer| veracity_layer(&r.model, &r.domain).map(|v| layer as i64 - v as i64));
         let key = (
             r.domain.clone(),
             r.instantiation,
@@ -344,5 +343,48 @@ mod tests {
         assert_eq!(pair(1).comparison, "synthetic_tf > fictional");
         assert_eq!((pair(1).num_models, pair(1).n_models), (0, 2));
         assert_eq!((pair(0).num_models, pair(0).prop_models), (1, 1.0));
+    }
+
+    /// Contextual rows carry a layer too: each layer forms its own selection by its offset from
+    /// the veracity layer, so the offset-0 rows are the contextual stage's main rows and no
+    /// layer's rate stands in for another's.
+    #[test]
+    fn contextual_rows_group_by_layer_offset_and_never_mix_layers() {
+        let contextual = |model: &str, layer: usize, r: f64| StabilityRow {
+            instantiation: Instantiation::Contextual,
+            probe: Probe::MassMean,
+            k: Some(100),
+            baseline: Some(Baseline::Empty),
+            layer: Some(layer),
+            ..row(model, "synthetic_tf", Some(r), None)
+        };
+        // m1's veracity layer is 10, m2's 20; the veracity layer's row comes first in file
+        // order, another layer's last.
+        let rows = vec![
+            contextual("m1", 10, 0.4),
+            contextual("m1", 9, 0.1),
+            contextual("m1", 11, 0.3),
+            contextual("m2", 20, 0.6),
+            contextual("m2", 18, 0.2),
+            contextual("m2", 19, 0.0),
+        ];
+        let conditions = vec!["synthetic_tf".to_string()];
+        let veracity = |model: &str, _: &str| Some(if model == "m1" { 10 } else { 20 });
+        let (table, _) = aggregate_across_models(&rows, veracity, &conditions, &[]);
+        let at = |offset: i64| {
+            let found: Vec<&AcrossModelRow> = table
+                .iter()
+                .filter(|r| r.layer_offset == Some(offset))
+                .collect();
+            assert_eq!(found.len(), 1, "offset {offset}: {table:?}");
+            found[0]
+        };
+        let main = at(0);
+        assert_eq!(main.instantiation, Instantiation::Contextual);
+        assert_eq!(main.n_models_retraction, 2);
+        assert!((main.retraction_rate_mean.unwrap() - 0.5).abs() < 1e-12);
+        assert!((at(-1).retraction_rate_mean.unwrap() - 0.05).abs() < 1e-12);
+        assert_eq!((at(1).n_models, at(-2).n_models), (1, 1));
+        assert_eq!(table.len(), 4);
     }
 }
