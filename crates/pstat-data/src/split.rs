@@ -269,8 +269,11 @@ fn split_family(
             add[kind_index(i)] += 1.0;
         }
         // The change in squared relative miss, summed over kinds, of adding the block to a split.
+        // A kind of the family with no statements has no miss (its 0/0 would make every cost NaN,
+        // and every block would go to the first split).
         let cost = |s: usize| -> f64 {
             (0..kinds.len())
+                .filter(|&k| totals[k] > 0.0)
                 .map(|k| {
                     let target = shares[s] * totals[k];
                     let before = (counts[s][k] - target) / totals[k];
@@ -439,6 +442,44 @@ mod tests {
                 Ok(a) => assert_exclusive(&data, &a),
                 Err(e) => assert!(e.to_string().contains("split is empty"), "{e}"),
             }
+        }
+    }
+
+    /// A family with one of its kinds absent (a real-entity file without False statements, a
+    /// Fictional file without Fictional (F) ones) still spreads the other kind over the three
+    /// splits: the absent kind's 0/0 miss sent every statement to train.
+    #[test]
+    fn a_family_missing_one_kind_is_still_split_by_its_shares() {
+        for absent in [Kind::False, Kind::FictionalF] {
+            let mut data = load_domain(&DataRoot::bundled(), Domain::CityLocations).unwrap();
+            data.statements.retain(|s| s.kind != absent);
+            let split = exclusive_split(&data, SplitConfig::default()).unwrap();
+            assert_exclusive(&data, &split);
+            let present = if absent == Kind::False {
+                Kind::True
+            } else {
+                Kind::FictionalT
+            };
+            let kind_of: HashMap<&str, Kind> = data
+                .statements
+                .iter()
+                .map(|s| (s.id.as_str(), s.kind))
+                .collect();
+            let count = |ids: &[String]| {
+                ids.iter()
+                    .filter(|id| kind_of[id.as_str()] == present)
+                    .count()
+            };
+            let (train, test) = (count(&split.train), count(&split.test));
+            assert!(
+                train > 0 && test > 0,
+                "{absent:?} absent: {train} train, {test} test"
+            );
+            let share = test as f64 / (train + count(&split.calibration) + test) as f64;
+            assert!(
+                (share - 0.25).abs() < 0.05,
+                "{absent:?} absent: test share {share}"
+            );
         }
     }
 
