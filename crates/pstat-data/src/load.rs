@@ -98,9 +98,13 @@ impl DataRoot {
             for (rel, _) in domain_files(domain) {
                 let path = dir.join(rel);
                 if path.exists() {
-                    let text =
-                        std::fs::read_to_string(&path).map_err(|e| DataError::io(&path, e))?;
-                    files.insert(rel.to_string(), Cow::Owned(text));
+                    let bytes = std::fs::read(&path).map_err(|e| DataError::io(&path, e))?;
+                    files.insert(rel.to_string(), Cow::Owned(utf8(&path, bytes)?));
+                } else if path.symlink_metadata().is_ok() {
+                    return Err(DataError::Invalid(format!(
+                        "{}: a link to nothing",
+                        path.display()
+                    )));
                 }
             }
         }
@@ -257,6 +261,23 @@ fn refuse_duplicates(
     )))
 }
 
+/// The text of a data file, or an error naming the line of its first byte that is not UTF-8.
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, DataError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+        DataError::Csv {
+            path: path.into(),
+            line,
+            message: format!(
+                "byte {} is not UTF-8 (the data files are UTF-8 text)",
+                at + 1
+            ),
+        }
+    })
+}
+
 /// `trilemma/x.csv:12` → (`trilemma/x.csv`, `12`).
 fn split_provenance(provenance: &str) -> (&str, &str) {
     provenance.rsplit_once(':').unwrap_or((provenance, ""))
@@ -325,12 +346,13 @@ pub fn parse_csv(
 
     let mut out = Vec::new();
     for (row, record) in reader.records().enumerate() {
-        let line = row as u64 + 2;
         let record = record.map_err(|e| DataError::Csv {
             path: path.into(),
-            line: e.position().map_or(line, |p| p.line()),
+            line: e.position().map_or(row as u64 + 2, |p| p.line()),
             message: e.to_string(),
         })?;
+        // The line the record starts on: a quoted field may span several.
+        let line = record.position().map_or(row as u64 + 2, |p| p.line());
         let field = |idx: usize| record.get(idx).unwrap_or("");
         let flag = |idx: usize| -> Result<bool, DataError> {
             parse_bool(field(idx)).ok_or_else(|| DataError::Field {
@@ -348,6 +370,19 @@ pub fn parse_csv(
                 field: "statement".into(),
                 message: "empty statement".into(),
             });
+        }
+        for (c, what) in [
+            (c_subject, "the statement's subject"),
+            (c_object, "its object"),
+        ] {
+            if field(c).trim().is_empty() {
+                return Err(DataError::Field {
+                    path: path.into(),
+                    line,
+                    field: headers[c].clone(),
+                    message: format!("empty: {what} groups the splits and marks the object tokens"),
+                });
+            }
         }
         let correct = flag(c_correct)?;
         let negated = flag(c_negation)?;

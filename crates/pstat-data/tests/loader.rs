@@ -151,3 +151,54 @@ fn a_copy_of_the_published_files_keeps_their_own_duplicates() {
         load_domain(&root, domain).unwrap();
     }
 }
+
+fn parsed(body: &str) -> Result<Vec<pstat_data::Statement>, String> {
+    pstat_data::load::parse_csv(
+        Path::new("x.csv"),
+        "fictional/x.csv",
+        &format!("{HEADER}\n{body}"),
+        Domain::CityLocations,
+        pstat_data::load::FileRole::Fictional,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Errors name the line a record starts on, past a quoted field that spans lines; an empty
+/// subject or object (they group the splits and mark the object tokens) is refused.
+#[test]
+fn field_errors_name_the_physical_line_and_entities_are_required() {
+    let body = "\"The city of A\nis in B.\",A,B,B,true,false,false,cities\n\
+                The city of C is in D.,C,D,D,maybe,false,false,cities\n";
+    let err = parsed(body).unwrap_err();
+    assert!(err.contains("x.csv, line 4, field `correct`"), "{err}");
+    let err = parsed("The city of C is in D.,,D,D,true,false,false,cities\n").unwrap_err();
+    assert!(err.contains("line 2, field `object_1`: empty"), "{err}");
+    let err = parsed("The city of C is in D.,C, ,D,true,false,false,cities\n").unwrap_err();
+    assert!(err.contains("field `object_2`: empty"), "{err}");
+}
+
+/// A data folder's file that is not UTF-8 is refused naming its line; a link to nothing is
+/// named, not read as an absent file.
+#[test]
+fn a_data_file_that_is_not_utf8_or_a_dangling_link_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let fictional = dir.path().join("fictional");
+    std::fs::create_dir(&fictional).unwrap();
+    let mut bytes =
+        format!("{HEADER}\nThe city of A is in B.,A,B,B,true,false,false,cities\n").into_bytes();
+    bytes.extend(b"The city of \xe9 is in B.,X,B,B,true,false,false,cities\n");
+    std::fs::write(fictional.join("city_locations_fictional.csv"), bytes).unwrap();
+    let err = DataRoot::from_dir(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("city_locations_fictional.csv, line 3") && err.contains("not UTF-8"),
+        "{err}"
+    );
+    std::fs::remove_file(fictional.join("city_locations_fictional.csv")).unwrap();
+    std::os::unix::fs::symlink(
+        dir.path().join("nowhere.csv"),
+        fictional.join("city_locations_fictional.csv"),
+    )
+    .unwrap();
+    let err = DataRoot::from_dir(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("a link to nothing"), "{err}");
+}
