@@ -337,4 +337,33 @@ mod tests {
         let study = Study::preview(config, out.path()).unwrap();
         crate::behavioral::check_context_sizes(&study).unwrap();
     }
+
+    /// A data folder without a kind some condition relabels (its file left out), or whose test
+    /// split holds no True statement, is refused when the study opens, naming the domain.
+    #[test]
+    fn a_data_folder_lacking_a_kind_is_refused_before_any_model() {
+        let repo_data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
+        let data = tempfile::tempdir().unwrap();
+        for domain in Domain::ALL {
+            for (rel, _) in pstat_data::load::domain_files(domain) {
+                if *rel == "fictional/city_locations_fictional.csv" {
+                    continue;
+                }
+                let to = data.path().join(rel);
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::copy(repo_data.join(rel), to).unwrap();
+            }
+        }
+        let config = RunConfig {
+            domains: vec![Domain::CityLocations],
+            data: Some(data.path().display().to_string()),
+            ..RunConfig::default()
+        };
+        let out = tempfile::tempdir().unwrap();
+        let err = format!("{:#}", preview(config, out.path()).unwrap_err());
+        assert!(
+            err.contains("city_locations: condition `fictional` needs fictional_t statements"),
+            "{err}"
+        );
+    }
 }

@@ -100,7 +100,7 @@ impl Study {
             datasets.push(data);
             splits.push(split);
         }
-        Ok(Study {
+        let study = Study {
             config,
             config_hash,
             out: out.to_path_buf(),
@@ -108,7 +108,46 @@ impl Study {
             datasets,
             splits,
             scope: Scope::All,
-        })
+        };
+        study.check_statements()?;
+        Ok(study)
+    }
+
+    /// Every studied domain has held-out True statements to judge and the statements each
+    /// condition relabels or draws its context from: a data folder lacking a kind (a file left
+    /// out or empty) would otherwise fail after the models load, or report conditions that
+    /// relabel nothing as if they were perturbations.
+    fn check_statements(&self) -> anyhow::Result<()> {
+        let origin = self.config.data.as_deref().unwrap_or("the bundled data");
+        for &domain in &self.config.domains {
+            if self.held_out_true(domain).is_empty() {
+                anyhow::bail!(
+                    "{domain}: the test split holds no True statement to judge ({} of {origin} has {} True statements in all)",
+                    domain,
+                    self.data(domain).of_kind(Kind::True).count()
+                );
+            }
+            for condition in &self.conditions.conditions {
+                let context = match &condition.context {
+                    pstat_data::ContextSource::Kinds { kinds } => kinds.as_slice(),
+                    _ => &[],
+                };
+                let needed = condition
+                    .probe_true
+                    .iter()
+                    .chain(context)
+                    .filter(|k| **k != Kind::Noise);
+                for &kind in needed {
+                    if self.data(domain).of_kind(kind).next().is_none() {
+                        anyhow::bail!(
+                            "{domain}: condition `{}` needs {kind} statements, and {origin} has none for {domain} (is its file in the data folder?)",
+                            condition.name
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The statements of `domain`.
