@@ -146,6 +146,7 @@ pub fn limits(data: &RunData, layers: &VeracityLayers, titles: &ConditionTitles)
     lines.extend(degenerate.lines.iter().cloned());
     let mut nothing: Vec<String> = Vec::new();
     noise_floor_limits(data, layers, titles, &mut lines, &mut nothing);
+    lines.extend(unconverged_limits(data, layers));
     resampling_limits(data, &degenerate, &mut lines, &mut nothing);
     if nothing.is_empty() {
         nothing.push("Every cell has at least one perturbation beyond its noise floor and a judge that answers more than one way.".into());
@@ -182,6 +183,15 @@ fn noise_floor_limits(
             })
             .collect()
     };
+    // Every cell refits `noise_floor_refits` times, numbered from 1; a refit whose fit was
+    // degenerate is skipped, so the largest number in the run is the configured count.
+    let configured = data
+        .stability
+        .iter()
+        .filter(|r| r.condition == BASELINE_REFIT)
+        .filter_map(|r| refit_number(r.resample.as_deref()?))
+        .max()
+        .unwrap_or(0);
     let mut probes_with_rows: BTreeSet<(String, String, Probe)> = BTreeSet::new();
     for r in data
         .stability
@@ -222,9 +232,29 @@ fn noise_floor_limits(
                 )
             })
             .collect();
+        let present: BTreeSet<usize> = refits
+            .iter()
+            .filter_map(|r| refit_number(r.resample.as_deref()?))
+            .collect();
+        let skipped: Vec<String> = (1..=configured)
+            .filter(|i| !present.contains(i))
+            .map(|i| format!("refit{i}"))
+            .collect();
+        let refitted = "refits of the baseline probe with unchanged labels";
+        let count = match skipped.as_slice() {
+            [] => format!("{} {refitted}", rates.len()),
+            [one] => format!(
+                "{} of the {configured} {refitted} ({one} was skipped: its fit was degenerate)",
+                rates.len()
+            ),
+            many => format!(
+                "{} of the {configured} {refitted} ({} were skipped: their fits were degenerate)",
+                rates.len(),
+                many.join(", ")
+            ),
+        };
         lines.push(format!(
-            "{cell}: {} refits of the baseline probe with unchanged labels retract {}–{} of its beliefs (the noise floor); {} of {} perturbations retract more than every refit{}.",
-            rates.len(),
+            "{cell}: {count} retract {}–{} of its beliefs (the noise floor); {} of {} perturbations retract more than every refit{}.",
             pct(lo),
             pct(hi),
             above.len(),
@@ -237,6 +267,90 @@ fn noise_floor_limits(
             ));
         }
     }
+}
+
+/// The number of a noise-floor refit's resample name, `refit<i>`.
+fn refit_number(resample: &str) -> Option<usize> {
+    resample.strip_prefix("refit")?.parse().ok()
+}
+
+/// Whether a representational row's fit (the baseline's or the perturbed probe's QP) stopped
+/// at the solver's caps before converging.
+fn unconverged(r: &StabilityRow) -> bool {
+    r.instantiation == Instantiation::Representational && r.converged == Some(false)
+}
+
+/// Per representational (model, domain, probe): the layers whose sAwMIL fits did not converge,
+/// so their rates, and at the veracity layer their paired comparisons, rest on approximate
+/// probes.
+fn unconverged_limits(data: &RunData, layers: &VeracityLayers) -> Vec<String> {
+    type Cell = (String, String, Probe);
+    // Per layer: (rows with an unconverged fit, rows with a convergence record).
+    let mut cells: BTreeMap<Cell, BTreeMap<usize, (usize, usize)>> = BTreeMap::new();
+    for r in data
+        .stability
+        .iter()
+        .filter(|r| r.instantiation == Instantiation::Representational && r.converged.is_some())
+    {
+        let Some(layer) = r.layer else { continue };
+        let counts = cells
+            .entry((r.model.clone(), r.domain.clone(), r.probe))
+            .or_default()
+            .entry(layer)
+            .or_default();
+        counts.0 += usize::from(unconverged(r));
+        counts.1 += 1;
+    }
+    let mut lines = Vec::new();
+    for ((model, domain, probe), by_layer) in cells {
+        let veracity = layers.get(&model, &domain);
+        let at: Vec<String> = by_layer
+            .iter()
+            .filter(|(_, (bad, _))| *bad > 0)
+            .map(|(&layer, (bad, n))| {
+                let which = if Some(layer) == veracity {
+                    ", the veracity layer"
+                } else {
+                    ""
+                };
+                format!("layer {layer}{which} ({bad} of {n} rows)")
+            })
+            .collect();
+        let Some((last, rest)) = at.split_last() else {
+            continue;
+        };
+        let at = if rest.is_empty() {
+            last.clone()
+        } else {
+            format!("{} and {last}", rest.join(", "))
+        };
+        let compared = if veracity.is_some_and(|v| by_layer.get(&v).is_some_and(|c| c.0 > 0)) {
+            ", and so do the cell's paired comparisons at the veracity layer"
+        } else {
+            ""
+        };
+        lines.push(format!(
+            "{} · {model} · {}: fits (the QP of the baseline or of the perturbed probe) did not converge before the solver's caps at {at}: the rates of those rows rest on approximate probes{compared}.",
+            what(Instantiation::Representational, probe),
+            domain_title(&domain)
+        ));
+    }
+    lines
+}
+
+/// Whether a representational comparison's two rates rest on a fit that did not converge.
+fn on_approximate_probe(stability: &[StabilityRow], c: &ComparisonRow) -> bool {
+    let resample = (c.variant != MAIN_VARIANT).then_some(c.variant.as_str());
+    c.instantiation == Instantiation::Representational
+        && stability.iter().any(|r| {
+            unconverged(r)
+                && r.model == c.model
+                && r.domain == c.domain
+                && r.probe == c.probe
+                && r.layer == c.layer
+                && r.resample.as_deref() == resample
+                && (r.condition == c.condition_a || r.condition == c.condition_b)
+        })
 }
 
 /// Per behavioral cell of the main selection: how far ρ_R moves over context draws
@@ -321,6 +435,7 @@ fn p_text(p: f64) -> String {
 
 /// One finding per (instantiation, probe): each family's paired tests, in words.
 pub fn paired_findings(
+    stability: &[StabilityRow],
     comparisons: &[ComparisonRow],
     families: &[ComparisonFamilyRow],
     titles: &ConditionTitles,
@@ -346,6 +461,15 @@ pub fn paired_findings(
                 rows.sort_by(|a, b| domain_order(&a.domain, &b.domain).then(a.model.cmp(&b.model)));
                 let first = rows[0];
                 let significant = rows.iter().filter(|r| r.significant).count();
+                let approximate = rows
+                    .iter()
+                    .filter(|r| r.significant && on_approximate_probe(stability, r))
+                    .count();
+                let approximate = if approximate > 0 {
+                    format!(", {approximate} of them on an approximate probe")
+                } else {
+                    String::new()
+                };
                 let smallest = families
                     .iter()
                     .find(|f| f.family == family)
@@ -370,13 +494,18 @@ pub fn paired_findings(
                             r.a_only,
                             r.b_only,
                             p_text(r.p_holm),
-                            if r.significant { " (significant)" } else { "" },
+                            match (r.significant, on_approximate_probe(stability, r)) {
+                                (true, true) => " (significant; approximate probe: a sAwMIL fit did not converge)",
+                                (true, false) => " (significant)",
+                                (false, true) => " (approximate probe: a sAwMIL fit did not converge)",
+                                (false, false) => "",
+                            },
                             floor
                         )
                     })
                     .collect();
                 lines.push(format!(
-                    "{} − {}{}: significant in {significant} of {} cells (exact McNemar test, Holm within this family of {}{smallest}). {}.",
+                    "{} − {}{}: significant in {significant} of {} cells{approximate} (exact McNemar test, Holm within this family of {}{smallest}). {}.",
                     titles.title(&first.condition_a),
                     titles.title(&first.condition_b),
                     if first.variant == VOLUME_MATCHED { ", every Θ relabelling the same number of training bags" } else { "" },
@@ -604,5 +733,133 @@ pub fn across_model_pairs_table(rows: &[AcrossModelPairRow]) -> Table {
             })
             .collect(),
         numeric_from: 3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CITY: &str = "city_locations";
+
+    /// A representational sAwMIL row of model `m`.
+    fn rep(domain: &str, layer: usize, condition: &str, converged: bool) -> StabilityRow {
+        StabilityRow {
+            model: "m".into(),
+            domain: domain.into(),
+            instantiation: Instantiation::Representational,
+            probe: Probe::Sawmil,
+            layer: Some(layer),
+            condition: condition.into(),
+            retraction_rate: Some(0.2),
+            converged: Some(converged),
+            ..StabilityRow::default()
+        }
+    }
+
+    fn refit(domain: &str, layer: usize, i: usize) -> StabilityRow {
+        StabilityRow {
+            resample: Some(format!("refit{i}")),
+            retraction_rate: Some(0.1),
+            ..rep(domain, layer, BASELINE_REFIT, true)
+        }
+    }
+
+    fn comparison(a_only: usize, b_only: usize, significant: bool) -> ComparisonRow {
+        ComparisonRow {
+            model: "m".into(),
+            domain: CITY.into(),
+            instantiation: Instantiation::Representational,
+            probe: Probe::Sawmil,
+            layer: Some(10),
+            condition_a: "synthetic_tf".into(),
+            condition_b: "fictional".into(),
+            variant: MAIN_VARIANT.into(),
+            n_baseline_true: 100,
+            a_only,
+            b_only,
+            difference: (a_only as f64 - b_only as f64) / 100.0,
+            family: "representational/sawmil/synthetic_tf-vs-fictional/main".into(),
+            family_size: 1,
+            p_holm: if significant { 0.001 } else { 0.5 },
+            significant,
+            ..ComparisonRow::default()
+        }
+    }
+
+    fn run(stability: Vec<StabilityRow>) -> (RunData, VeracityLayers) {
+        let data = RunData {
+            stability,
+            ..RunData::default()
+        };
+        let layers = VeracityLayers::new(&data);
+        (data, layers)
+    }
+
+    fn titles() -> ConditionTitles {
+        ConditionTitles::new(None)
+    }
+
+    /// City's fits at layers 9 and 10 (its veracity layer, the middle of 9..=11) stopped at the
+    /// solver's caps: the limits name them, and the comparison at layer 10 says it rests on an
+    /// approximate probe.
+    #[test]
+    fn unconverged_fits_are_named_and_their_comparisons_marked_approximate() {
+        let mut rows = Vec::new();
+        for (layer, converged) in [(9, false), (10, false), (11, true)] {
+            for condition in ["synthetic_tf", "fictional"] {
+                rows.push(rep(CITY, layer, condition, converged));
+            }
+        }
+        rows.extend((1..=2).map(|i| refit(CITY, 10, i)));
+        let (data, layers) = run(rows);
+        let limits = limits(&data, &layers, &titles()).lines.join("\n");
+        assert!(
+            limits.contains(
+                "sAwMIL · m · City Locations: fits (the QP of the baseline or of the perturbed probe) did not converge before the solver's caps at layer 9 (2 of 2 rows) and layer 10, the veracity layer (2 of 4 rows)"
+            ),
+            "{limits}"
+        );
+        assert!(
+            limits.contains("rest on approximate probes, and so do the cell's paired comparisons"),
+            "{limits}"
+        );
+        assert!(!limits.contains("layer 11"), "{limits}");
+        let findings = paired_findings(&data.stability, &[comparison(30, 5, true)], &[], &titles());
+        let text = findings[0].lines.join("\n");
+        assert!(
+            text.contains("significant in 1 of 1 cells, 1 of them on an approximate probe"),
+            "{text}"
+        );
+        assert!(
+            text.contains("(significant; approximate probe: a sAwMIL fit did not converge)"),
+            "{text}"
+        );
+    }
+
+    /// Every cell refits the same number of times; a cell with fewer refit rows skipped the
+    /// missing ones (their fits were degenerate), and its floor says so.
+    #[test]
+    fn a_noise_floor_with_a_skipped_refit_says_how_many_it_has_of_those_configured() {
+        let mut rows = Vec::new();
+        for domain in [CITY, "med_indications"] {
+            for layer in 9..=11 {
+                rows.push(rep(domain, layer, "synthetic_tf", true));
+            }
+        }
+        rows.extend((1..=3).map(|i| refit("med_indications", 10, i)));
+        rows.extend([2, 3].map(|i| refit(CITY, 10, i)));
+        let (data, layers) = run(rows);
+        let limits = limits(&data, &layers, &titles()).lines.join("\n");
+        assert!(
+            limits.contains(
+                "sAwMIL · m · City Locations: 2 of the 3 refits of the baseline probe with unchanged labels (refit1 was skipped: its fit was degenerate) retract"
+            ),
+            "{limits}"
+        );
+        assert!(
+            limits.contains("sAwMIL · m · Medical Indications: 3 refits of the baseline probe"),
+            "{limits}"
+        );
     }
 }

@@ -140,7 +140,7 @@ fn summary_section(inputs: &Inputs) -> Section {
             let families = data.comparison_families.as_deref().unwrap_or_default();
             summary
                 .findings
-                .extend(claims::paired_findings(rows, families, titles));
+                .extend(claims::paired_findings(&data.stability, rows, families, titles));
             summary.tables.push(claims::paired_table(rows, titles));
         }
         Some(_) => summary.notes.push(
