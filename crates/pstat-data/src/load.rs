@@ -220,17 +220,25 @@ fn refuse_duplicates(
     domain: Domain,
     statements: &[Statement],
 ) -> Result<(), DataError> {
-    let published = |rel: &str| {
-        bundled::BUNDLED
-            .iter()
-            .any(|(name, text)| *name == rel && root.file(rel) == Some(*text))
+    // As published: the bundled file's text, whatever the line endings or a byte-order mark
+    // (a Windows checkout writes CRLF).
+    let plain = |text: &str| {
+        text.strip_prefix('\u{feff}')
+            .unwrap_or(text)
+            .replace("\r\n", "\n")
     };
-    let mut first: BTreeMap<&str, &Statement> = BTreeMap::new();
+    let published = |rel: &str| {
+        bundled::BUNDLED.iter().any(|(name, text)| {
+            *name == rel && root.file(rel).is_some_and(|t| plain(t) == plain(text))
+        })
+    };
+    let mut first: BTreeMap<String, &Statement> = BTreeMap::new();
     let mut repeats = Vec::new();
     for s in statements {
-        match first.get(s.text.as_str()) {
+        let key = comparable(&s.text);
+        match first.get(&key) {
             None => {
-                first.insert(&s.text, s);
+                first.insert(key, s);
             }
             Some(earlier) => {
                 let (rel, _) = split_provenance(&earlier.provenance);
@@ -252,13 +260,49 @@ fn refuse_duplicates(
         1 => String::new(),
         n => format!(" ({} more repeated statements)", n - 1),
     };
+    let spelled = if again.text == earlier.text {
+        String::new()
+    } else {
+        format!(
+            " as `{}` (the same text once Unicode-normalised, invisible characters removed and spacing collapsed)",
+            earlier.text
+        )
+    };
     Err(DataError::Invalid(format!(
-        "{}: statement `{}` is listed twice in {domain}, also at {}{more}; remove the repeats \
-         (each would count twice in every rate)",
+        "{}: statement `{}` is listed twice in {domain}, also at {}{spelled}{more}; remove the \
+         repeats (each would count twice in every rate)",
         place(again),
         again.text,
         place(earlier)
     )))
+}
+
+/// A text as pstat compares statements and subjects: Unicode NFC, zero-width characters
+/// removed, every run of white space (NBSP and tabs too) one space. Two spellings of one
+/// statement are one statement (a repeat counts twice in every rate), and of one subject one
+/// entity (which the splits keep on one side).
+pub fn comparable(text: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    let visible = text.nfc().filter(|c| {
+        !matches!(
+            c,
+            '\u{200b}' | '\u{200c}' | '\u{200d}' | '\u{2060}' | '\u{feff}'
+        )
+    });
+    let mut out = String::with_capacity(text.len());
+    for c in visible {
+        if c.is_whitespace() {
+            if !out.is_empty() && !out.ends_with(' ') {
+                out.push(' ');
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    if out.ends_with(' ') {
+        out.pop();
+    }
+    out
 }
 
 /// The text of a data file, or an error naming the line of its first byte that is not UTF-8.

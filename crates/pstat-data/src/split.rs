@@ -241,13 +241,14 @@ fn split_family(
             .position(|k| *k == data.statements[i].kind)
             .expect("rows of the family")
     };
-    // Subjects in first-seen order, each with its rows.
-    let mut index_of: HashMap<&str, usize> = HashMap::new();
+    // Subjects in first-seen order, each with its rows; two spellings of one subject (NFC or
+    // NFD, other spacing) are one entity.
+    let mut index_of: HashMap<String, usize> = HashMap::new();
     let mut subjects: Vec<Vec<usize>> = Vec::new();
     for &i in rows {
         let next = subjects.len();
         let s = *index_of
-            .entry(data.statements[i].subject.as_str())
+            .entry(crate::load::comparable(&data.statements[i].subject))
             .or_insert(next);
         if s == next {
             subjects.push(Vec::new());

@@ -143,6 +143,49 @@ fn a_repeated_statement_is_refused_naming_both_lines() {
     assert!(err.contains("more repeated statements"), "{err}");
 }
 
+/// Spellings of one statement that differ only in Unicode normalisation, invisible characters
+/// or spacing are one statement: refused as a repeat, naming both spellings. The published
+/// files keep their own duplicates in a CRLF copy too.
+#[test]
+fn a_repeat_spelled_otherwise_is_a_repeat() {
+    let rel = "fictional/city_locations_fictional.csv";
+    let text = DataRoot::bundled().file(rel).unwrap().to_string();
+    let second = text.lines().nth(1).unwrap().to_string();
+    let statement = second.split(',').next().unwrap().to_string();
+    let decomposed: String = {
+        use unicode_normalization::UnicodeNormalization;
+        statement.nfd().collect()
+    };
+    for variant in [
+        statement.replacen(' ', "  ", 1),
+        statement.replacen(' ', "\u{a0}", 1),
+        format!("{statement}\u{200b}"),
+        format!("{decomposed} "),
+    ] {
+        let mut root = DataRoot::bundled();
+        let row = second.replacen(&statement, &format!("\"{variant}\""), 1);
+        root.insert(rel, format!("{text}{row}\n"));
+        let err = load_domain(&root, Domain::CityLocations)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("listed twice"), "{variant:?}: {err}");
+    }
+    let mut root = DataRoot::bundled();
+    for domain in Domain::ALL {
+        for (file, _) in pstat_data::load::domain_files(domain) {
+            let crlf = root
+                .file(file)
+                .unwrap()
+                .replace("\r\n", "\n")
+                .replace('\n', "\r\n");
+            root.insert(file, crlf);
+        }
+    }
+    for domain in Domain::ALL {
+        load_domain(&root, domain).unwrap();
+    }
+}
+
 #[test]
 fn a_copy_of_the_published_files_keeps_their_own_duplicates() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
