@@ -457,18 +457,53 @@ pub fn paired_findings(
             let mut ordered: Vec<(&str, Vec<&ComparisonRow>)> = fams.into_iter().collect();
             // Main claims first, then their volume-matched controls.
             ordered.sort_by_key(|(_, rows)| rows[0].variant != MAIN_VARIANT);
+            let main_rows: Vec<&ComparisonRow> = ordered
+                .iter()
+                .flat_map(|(_, rows)| rows.iter().copied())
+                .filter(|r| r.variant == MAIN_VARIANT)
+                .collect();
             for (family, mut rows) in ordered {
                 rows.sort_by(|a, b| domain_order(&a.domain, &b.domain).then(a.model.cmp(&b.model)));
                 let first = rows[0];
+                let (title_a, title_b) = (titles.title(&first.condition_a), titles.title(&first.condition_b));
                 let significant = rows.iter().filter(|r| r.significant).count();
                 let approximate = rows
                     .iter()
                     .filter(|r| r.significant && on_approximate_probe(stability, r))
                     .count();
                 let approximate = if approximate > 0 {
-                    format!(", {approximate} of them on an approximate probe")
+                    format!(" ({approximate} on an approximate probe)")
                 } else {
                     String::new()
+                };
+                // A count of significant cells says nothing of the claim until it says which
+                // way they go.
+                let direction = if significant > 0 {
+                    let larger = rows.iter().filter(|r| r.significant && r.difference > 0.0).count();
+                    format!(": {title_a} > {title_b} in {larger}, < in {}", significant - larger)
+                } else {
+                    String::new()
+                };
+                let reversed: Vec<String> = rows
+                    .iter()
+                    .filter(|r| r.variant != MAIN_VARIANT && r.significant)
+                    .filter(|r| {
+                        main_rows.iter().any(|m| {
+                            m.significant
+                                && (m.model.as_str(), m.domain.as_str(), m.condition_a.as_str(), m.condition_b.as_str())
+                                    == (r.model.as_str(), r.domain.as_str(), r.condition_a.as_str(), r.condition_b.as_str())
+                                && m.difference * r.difference < 0.0
+                        })
+                    })
+                    .map(|r| format!("{} · {}", r.model, domain_title(&r.domain)))
+                    .collect();
+                let reversed = if reversed.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " Relabelling the same number of training bags reverses the direction of the main rows in {} (significant both times).",
+                        reversed.join(", ")
+                    )
                 };
                 let smallest = families
                     .iter()
@@ -505,9 +540,7 @@ pub fn paired_findings(
                     })
                     .collect();
                 lines.push(format!(
-                    "{} − {}{}: significant in {significant} of {} cells{approximate} (exact McNemar test, Holm within this family of {}{smallest}). {}.",
-                    titles.title(&first.condition_a),
-                    titles.title(&first.condition_b),
+                    "{title_a} − {title_b}{}: significant in {significant} of {} cells{approximate}{direction} (exact McNemar test, Holm within this family of {}{smallest}).{reversed} {}.",
                     if first.variant == VOLUME_MATCHED { ", every Θ relabelling the same number of training bags" } else { "" },
                     rows.len(),
                     first.family_size,
@@ -828,11 +861,50 @@ mod tests {
         let findings = paired_findings(&data.stability, &[comparison(30, 5, true)], &[], &titles());
         let text = findings[0].lines.join("\n");
         assert!(
-            text.contains("significant in 1 of 1 cells, 1 of them on an approximate probe"),
+            text.contains("significant in 1 of 1 cells (1 on an approximate probe): Synthetic (TF) > Fictional in 1, < in 0"),
             "{text}"
         );
         assert!(
             text.contains("(significant; approximate probe: a sAwMIL fit did not converge)"),
+            "{text}"
+        );
+    }
+
+    /// The count of significant cells says which way each goes, and a volume-matched row that is
+    /// significant the other way from its cell's significant main row is named as a reversal.
+    #[test]
+    fn significant_cells_are_counted_by_direction_and_volume_matched_reversals_named() {
+        let med = |c: ComparisonRow| ComparisonRow {
+            domain: "med_indications".into(),
+            ..c
+        };
+        let matched = |c: ComparisonRow| ComparisonRow {
+            variant: VOLUME_MATCHED.into(),
+            family: "representational/sawmil/synthetic_tf-vs-fictional/volume_matched".into(),
+            ..c
+        };
+        let rows = vec![
+            comparison(30, 5, true),
+            med(comparison(5, 30, true)),
+            matched(comparison(4, 25, true)),
+            med(matched(comparison(3, 20, true))),
+        ];
+        let findings = paired_findings(&[], &rows, &[], &titles());
+        let text = findings[0].lines.join("\n");
+        assert!(
+            text.contains(
+                "Synthetic (TF) − Fictional: significant in 2 of 2 cells: Synthetic (TF) > Fictional in 1, < in 1 (exact McNemar test"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "reverses the direction of the main rows in m · City Locations (significant both times)"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("Medical Indications (significant both"),
             "{text}"
         );
     }

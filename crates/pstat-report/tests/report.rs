@@ -42,10 +42,10 @@ fn full_run_folder_gives_every_figure_table_and_finding() {
         "behavioral · smollm2-135m · Word Definitions: nothing can be concluded — its baseline believes too few"
     ));
     // The summary reads the paired tests: Synthetic perturbs more than Fictional in the
-    // fixture's behavioral cells but its 12-statement one, and the families are per claim (6
-    // cells each).
+    // fixture's behavioral cells but its 12-statement one, the count says which way, and the
+    // families are per claim (6 cells each).
     assert!(
-        html.contains("Synthetic (TF) − Fictional: significant in 5 of 6 cells (exact McNemar test, Holm within this family of 6"),
+        html.contains("Synthetic (TF) − Fictional: significant in 5 of 6 cells: Synthetic (TF) &gt; Fictional in 5, &lt; in 0 (exact McNemar test, Holm within this family of 6"),
         "{html}"
     );
     // The across-model tables and the sign tests, per domain and pooled.
