@@ -13,7 +13,9 @@ use crate::select::{VeracityLayers, behavioral_main, is_perturbation};
 use crate::summary::Finding;
 use crate::tables::Table;
 use pstat_stability::{ALPHA, StabilityRow};
-use pstat_tables::{BASELINE_REFIT, Instantiation, MAIN_VARIANT, POOLED, Probe, VOLUME_MATCHED};
+use pstat_tables::{
+    BASELINE_REFIT, Baseline, Instantiation, MAIN_VARIANT, POOLED, Probe, VOLUME_MATCHED,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A behavioral judge giving one answer to at least this share of the statements of a unit
@@ -72,7 +74,7 @@ fn degenerate_judges(answers: &[AnswerRow], titles: &ConditionTitles) -> Degener
             .push(r);
     }
     for ((model, format, k, baseline), rows) in &groups {
-        let (context, empty): (Vec<&&AnswerRow>, Vec<&&AnswerRow>) =
+        let (context, baselines): (Vec<&&AnswerRow>, Vec<&&AnswerRow>) =
             rows.iter().partition(|r| is_perturbation(&r.condition));
         let degenerate: Vec<(&AnswerRow, char, f64)> = context
             .iter()
@@ -95,11 +97,22 @@ fn degenerate_judges(answers: &[AnswerRow], titles: &ConditionTitles) -> Degener
                 context.len()
             ));
         }
-        for r in &empty {
+        for r in &baselines {
             if let Some((letter, share)) = top_answer(r).filter(|t| t.1 >= DEGENERATE_SHARE) {
+                // Θ0's context: none, or K True statements (the True baseline).
+                let context = match r.baseline {
+                    Baseline::Empty => format!(
+                        "with no belief context ({}, the empty baseline)",
+                        titles.title(&r.condition)
+                    ),
+                    Baseline::True => format!(
+                        "with K = {} True statements as its belief context ({}, the True baseline)",
+                        r.k,
+                        titles.title(&r.condition)
+                    ),
+                };
                 lines.push(format!(
-                    "Degenerate judge: with no belief context ({}), {model} ({format}) answers \"{letter}\" to {} of the {} statements.",
-                    titles.title(&r.condition),
+                    "Degenerate judge: {context}, {model} ({format}) answers \"{letter}\" to {} of the {} statements.",
                     pct(share),
                     domain_title(&r.domain)
                 ));
@@ -907,6 +920,36 @@ mod tests {
             !text.contains("Medical Indications (significant both"),
             "{text}"
         );
+    }
+
+    /// A judge answering one way with no context is named for the empty baseline; one answering
+    /// one way with K True statements in context, for the True baseline.
+    #[test]
+    fn a_degenerate_baseline_judge_names_its_baseline() {
+        let answer = |baseline, b| AnswerRow {
+            model: "m".into(),
+            domain: "word_definitions".into(),
+            format: pstat_tables::PromptFormat::Plain,
+            k: 100,
+            baseline,
+            condition: "baseline".into(),
+            draw: "main".into(),
+            n: 100,
+            a: 100 - b,
+            b,
+            c: 0,
+            mean_leftover: 0.0,
+            flag: None,
+        };
+        let answers = [answer(Baseline::Empty, 90), answer(Baseline::True, 99)];
+        let lines = degenerate_judges(&answers, &titles()).lines.join("\n");
+        assert!(
+            lines.contains(
+                "Degenerate judge: with K = 100 True statements as its belief context (Baseline, the True baseline), m (plain) answers \"b\" to 99% of the Word Definitions statements."
+            ),
+            "{lines}"
+        );
+        assert!(!lines.contains("no belief context"), "{lines}");
     }
 
     /// Every cell refits the same number of times; a cell with fewer refit rows skipped the

@@ -10,7 +10,9 @@ use crate::names::{
     ConditionTitles, condition_order, domain_order, domain_title, kind_order, kind_title,
     sorted_unique,
 };
+use crate::select::is_perturbation;
 use pstat_stability::StabilityRow;
+use pstat_tables::Baseline;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -504,6 +506,7 @@ pub fn answers_table(rows: &[AnswerRow], titles: &ConditionTitles) -> Table {
         a.model
             .cmp(&b.model)
             .then(domain_order(&a.domain, &b.domain))
+            .then(a.baseline.cmp(&b.baseline))
             .then(condition_order(&a.condition, &b.condition))
             .then(a.k.cmp(&b.k))
     });
@@ -517,18 +520,30 @@ pub fn answers_table(rows: &[AnswerRow], titles: &ConditionTitles) -> Table {
     Table {
         id: "table_answers".into(),
         title: "Answer distribution".into(),
-        caption: "Behavioral answer distribution: share of test statements answered a (true), b (false) or c (neither).".into(),
-        header: ["Model", "Domain", "Condition", "Format", "K", "n", "a", "b", "c"].map(String::from).to_vec(),
+        caption: "Behavioral answer distribution: share of test statements answered a (true), b (false) or c (neither). \
+                  Baseline: Θ0's context, none (empty) or K True statements (True); the empty baseline's own row has no K."
+            .into(),
+        header: ["Model", "Domain", "Condition", "Baseline", "Format", "K", "n", "a", "b", "c"].map(String::from).to_vec(),
         rows: sorted
             .iter()
             .map(|r| {
                 let total = r.a + r.b + r.c;
+                // Θ0 with no context is prompted once for every K, so it has none of its own.
+                let k = if r.baseline == Baseline::Empty && !is_perturbation(&r.condition) {
+                    "–".to_string()
+                } else {
+                    r.k.to_string()
+                };
                 vec![
                     r.model.clone(),
                     domain_title(&r.domain),
                     titles.title(&r.condition),
+                    match r.baseline {
+                        Baseline::Empty => "empty".into(),
+                        Baseline::True => "True".into(),
+                    },
                     r.format.to_string(),
-                    r.k.to_string(),
+                    k,
                     r.n.to_string(),
                     share(r.a, total),
                     share(r.b, total),
@@ -536,7 +551,7 @@ pub fn answers_table(rows: &[AnswerRow], titles: &ConditionTitles) -> Table {
                 ]
             })
             .collect(),
-        numeric_from: 4,
+        numeric_from: 5,
     }
 }
 
@@ -658,6 +673,55 @@ pub fn themes_table(themes: &[ThemeRow]) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pstat_tables::PromptFormat;
+
+    /// Θ0 with no context, Θ0 with K True statements and a perturbation under the True
+    /// baseline: each row says its baseline, and only the empty baseline has no K.
+    #[test]
+    fn answers_say_their_baseline_and_the_empty_baseline_has_no_k() {
+        let row = |condition: &str, baseline| AnswerRow {
+            model: "m".into(),
+            domain: "city_locations".into(),
+            format: PromptFormat::Plain,
+            k: 100,
+            baseline,
+            condition: condition.into(),
+            draw: "main".into(),
+            n: 10,
+            a: 5,
+            b: 5,
+            c: 0,
+            mean_leftover: 0.0,
+            flag: None,
+        };
+        let rows = [
+            row("noise", Baseline::True),
+            row("baseline", Baseline::True),
+            row("baseline", Baseline::Empty),
+        ];
+        let table = answers_table(&rows, &ConditionTitles::new(None));
+        let at = |column: &str| table.header.iter().position(|h| h == column).unwrap();
+        let cells: Vec<(&str, &str, &str)> = table
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r[at("Condition")].as_str(),
+                    r[at("Baseline")].as_str(),
+                    r[at("K")].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            cells,
+            [
+                ("Baseline", "empty", "–"),
+                ("Baseline", "True", "100"),
+                ("Noise", "True", "100"),
+            ]
+        );
+        assert_eq!(table.numeric_from, at("K"));
+    }
 
     #[test]
     fn percentages_guard_empty_denominators() {
