@@ -528,7 +528,9 @@ pub fn paired_findings(
                     .map(|r| {
                         let floor = match (r.exceeds_floor, r.floor_difference) {
                             (Some(false), Some(s)) => format!(", within the noise floor's spread {s:.3}"),
-                            (Some(true), Some(s)) => format!(", beyond the noise floor's spread {s:.3}"),
+                            // Beyond the floor says nothing without a significant test.
+                            (Some(true), Some(s)) if r.significant => format!(", beyond the noise floor's spread {s:.3}"),
+                            (Some(true), Some(s)) => format!(", beyond the noise floor's spread {s:.3} but not significant"),
                             _ => String::new(),
                         };
                         format!(
@@ -950,6 +952,38 @@ mod tests {
             "{lines}"
         );
         assert!(!lines.contains("no belief context"), "{lines}");
+    }
+
+    /// A difference beyond the floor's spread whose test is not significant says both.
+    #[test]
+    fn a_difference_beyond_the_floor_but_not_significant_says_so() {
+        let floor = |c: ComparisonRow, exceeds| ComparisonRow {
+            floor_difference: Some(0.1),
+            exceeds_floor: Some(exceeds),
+            ..c
+        };
+        let rows = [
+            floor(comparison(30, 2, false), true),
+            floor(
+                ComparisonRow {
+                    domain: "med_indications".into(),
+                    ..comparison(40, 2, true)
+                },
+                true,
+            ),
+        ];
+        let findings = paired_findings(&[], &rows, &[], &titles());
+        let text = findings[0].lines.join("\n");
+        assert!(
+            text.contains(
+                "p_holm 0.500, beyond the noise floor's spread 0.100 but not significant;"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("(significant), beyond the noise floor's spread 0.100."),
+            "{text}"
+        );
     }
 
     /// Every cell refits the same number of times; a cell with fewer refit rows skipped the

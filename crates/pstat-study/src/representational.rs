@@ -387,7 +387,7 @@ impl ProbeUnit {
         let floor = NoiseFloor::of(&self.rows);
         for row in &mut rows {
             row.floor_difference = floor.spread;
-            row.exceeds_floor = floor.spread.map(|s| row.difference.abs() > s);
+            row.exceeds_floor = floor.exceeded_by(row);
         }
         Ok(rows)
     }
@@ -795,6 +795,8 @@ struct NoiseFloor {
     max: Option<f64>,
     /// Largest minus smallest refit ρ_R: how far two fits with unchanged labels can differ.
     spread: Option<f64>,
+    /// `spread` in statements: the largest minus the smallest refit retraction count.
+    spread_retractions: Option<usize>,
 }
 
 impl NoiseFloor {
@@ -806,12 +808,29 @@ impl NoiseFloor {
             .collect();
         let max = rates.iter().copied().reduce(f64::max);
         let min = rates.iter().copied().reduce(f64::min);
+        let counts: Vec<usize> = rows
+            .iter()
+            .filter(|r| r.condition == BASELINE_REFIT && r.retraction_rate.is_some())
+            .map(|r| r.retractions)
+            .collect();
         NoiseFloor {
             max,
             spread: (rates.len() >= 2)
                 .then(|| max.zip(min).map(|(a, b)| a - b))
                 .flatten(),
+            spread_retractions: (counts.len() >= 2)
+                .then(|| counts.iter().max().zip(counts.iter().min()))
+                .flatten()
+                .map(|(a, b)| a - b),
         }
+    }
+
+    /// Whether a paired difference of two Θ exceeds the floor's spread. Both are counted over
+    /// the unit's baseline-True statements, so the counts are compared: the difference of two
+    /// rounded rates can fall below a rate equal to it.
+    fn exceeded_by(&self, row: &pstat_stability::ComparisonRow) -> Option<bool> {
+        self.spread_retractions
+            .map(|s| row.a_only.abs_diff(row.b_only) > s)
     }
 }
 
@@ -1233,6 +1252,35 @@ mod tests {
             data_hash: String::new(),
         };
         (data, split, acts)
+    }
+
+    /// Refits retracting 67 and 95 of 241 statements spread by 28, as a difference of 30 vs 2
+    /// statements does: equal, so not beyond it, though 95/241 − 67/241 rounds below 28/241.
+    #[test]
+    fn a_difference_equal_to_the_floor_spread_does_not_exceed_it() {
+        let refit = |retractions: usize| StabilityRow {
+            condition: BASELINE_REFIT.into(),
+            retractions,
+            n_baseline_true: 241,
+            retraction_rate: Some(retractions as f64 / 241.0),
+            ..StabilityRow::default()
+        };
+        let floor = NoiseFloor::of(&[refit(67), refit(85), refit(95)]);
+        assert!(floor.spread.unwrap() < 28.0 / 241.0, "the rates round");
+        let paired = |a_only: usize, b_only: usize| pstat_stability::ComparisonRow {
+            a_only,
+            b_only,
+            n_baseline_true: 241,
+            difference: (a_only as f64 - b_only as f64) / 241.0,
+            ..pstat_stability::ComparisonRow::default()
+        };
+        assert_eq!(floor.exceeded_by(&paired(30, 2)), Some(false));
+        assert_eq!(floor.exceeded_by(&paired(2, 30)), Some(false));
+        assert_eq!(floor.exceeded_by(&paired(31, 2)), Some(true));
+        assert_eq!(
+            NoiseFloor::of(&[refit(67)]).exceeded_by(&paired(31, 2)),
+            None
+        );
     }
 
     #[test]

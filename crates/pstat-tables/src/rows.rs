@@ -285,7 +285,9 @@ pub struct ComparisonRow {
     /// refits, the spread of a difference between two fits with unchanged labels. Empty for
     /// behavioral rows and where fewer than two refits have a defined ρ_R.
     pub floor_difference: Option<f64>,
-    /// |`difference`| above `floor_difference`; empty where there is no floor.
+    /// |`difference`| above `floor_difference`, compared in statements (|`a_only` − `b_only`|
+    /// above the largest minus the smallest refit retraction count, over the same baseline-True
+    /// statements); empty where there is no floor.
     pub exceeds_floor: Option<bool>,
 }
 
