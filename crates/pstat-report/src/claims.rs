@@ -726,11 +726,12 @@ pub fn across_models_table(rows: &[AcrossModelRow], titles: &ConditionTitles) ->
     Table {
         id: "table_across_models".into(),
         title: "Across models".into(),
-        caption: "across_models.csv, the authors' perturbation summary: per selection and perturbation, the mean and median rates over models, \
-                  the average rank of the perturbation by ρ_R among the selection's perturbations (1 = largest) and in how many models it ranks first."
+        caption: "across_models.csv, the authors' perturbation summary: per selection and perturbation, the mean and median rates over the models \
+                  where they are defined (with ρ_R: how many models have a ρ_R), the average rank of the perturbation by ρ_R among the selection's \
+                  perturbations over those models (1 = largest; equal rates share the average of the ranks they span) and in how many models it ranks first."
             .into(),
         header: [
-            "Selection", "Domain", "Θ", "models", "mean ρ_R", "median ρ_R", "mean ρ_E", "median ρ_E", "avg rank (ρ_R)", "first (ρ_R)",
+            "Selection", "Domain", "Θ", "models", "with ρ_R", "mean ρ_R", "median ρ_R", "mean ρ_E", "median ρ_E", "avg rank (ρ_R)", "first (ρ_R)",
         ]
         .map(String::from)
         .to_vec(),
@@ -742,6 +743,7 @@ pub fn across_models_table(rows: &[AcrossModelRow], titles: &ConditionTitles) ->
                     domain_title(&r.domain),
                     titles.title(&r.condition),
                     r.n_models.to_string(),
+                    r.n_models_retraction.to_string(),
                     opt(r.retraction_rate_mean),
                     opt(r.retraction_rate_median),
                     opt(r.expansion_rate_mean),
@@ -983,6 +985,29 @@ mod tests {
         assert!(
             text.contains("(significant), beyond the noise floor's spread 0.100."),
             "{text}"
+        );
+    }
+
+    /// The average rank is over the models with a ρ_R, and the table says how many those are.
+    #[test]
+    fn the_across_model_table_counts_the_models_its_ranks_are_over() {
+        let row = AcrossModelRow {
+            domain: CITY.into(),
+            condition: "fictional".into(),
+            variant: MAIN_VARIANT.into(),
+            n_models: 2,
+            n_models_retraction: 1,
+            average_retraction_rank: Some(2.0),
+            ..AcrossModelRow::default()
+        };
+        let table = across_models_table(&[row], &titles());
+        let at = |column: &str| table.header.iter().position(|h| h == column).unwrap();
+        assert_eq!(table.rows[0][at("models")], "2");
+        assert_eq!(table.rows[0][at("with ρ_R")], "1");
+        assert!(
+            table
+                .caption
+                .contains("equal rates share the average of the ranks")
         );
     }
 

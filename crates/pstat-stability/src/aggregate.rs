@@ -33,10 +33,10 @@ type Pick = fn(&RatePair) -> Option<f64>;
 type Rates<'a> = BTreeMap<&'a str, BTreeMap<&'a str, RatePair>>;
 
 /// The across-model tables of `rows`. `veracity_layer` gives the veracity layer of a (model,
-/// domain), so representational and contextual rows group by their offset from it; `conditions` is the
-/// run's condition order (ties in a rank keep it, as the authors' stable sort does);
-/// `pairs` are the compared (Θa, Θb). The noise floor's refits and behavioral resamples are
-/// left out; volume-matched rows form their own variant.
+/// domain), so representational and contextual rows group by their offset from it;
+/// `conditions` is the run's condition order (the order of the rows); `pairs` are the compared
+/// (Θa, Θb). The noise floor's refits and behavioral resamples are left out; volume-matched
+/// rows form their own variant.
 pub fn aggregate_across_models(
     rows: &[StabilityRow],
     veracity_layer: impl Fn(&str, &str) -> Option<usize>,
@@ -214,19 +214,18 @@ fn pair_rows(
     comparisons
 }
 
-/// Per model, the rank of each condition by a rate (1 = largest; equal rates keep the
-/// condition order, as the authors' stable sort), over the conditions whose rate is defined,
-/// and in how many models each condition's rate equals the largest (every tied one counts).
+/// Per model, the rank of each condition by a rate (1 = largest; equal rates share the average
+/// of the ranks they span), over the conditions whose rate is defined, and in how many models
+/// each condition's rate equals the largest (every tied one counts).
 struct Ranks<'a> {
-    ranks: BTreeMap<&'a str, Vec<usize>>,
+    ranks: BTreeMap<&'a str, Vec<f64>>,
     first: BTreeMap<&'a str, usize>,
 }
 
 impl Ranks<'_> {
+    /// The mean rank over the models where the condition's rate is defined.
     fn average(&self, condition: &str) -> Option<f64> {
-        self.ranks
-            .get(condition)
-            .map(|r| r.iter().sum::<usize>() as f64 / r.len() as f64)
+        self.ranks.get(condition).and_then(|r| mean(r))
     }
 
     fn first(&self, condition: &str) -> usize {
@@ -248,11 +247,19 @@ fn ranks<'a>(models: &Rates<'a>, present: &[&'a str], get: Pick) -> Ranks<'a> {
         let Some(&(_, top)) = defined.first() else {
             continue;
         };
-        for (rank, (c, v)) in defined.iter().enumerate() {
-            out.ranks.entry(c).or_default().push(rank + 1);
-            if *v == top {
-                *out.first.entry(c).or_default() += 1;
+        // A run of equal rates at positions start..end (0-based) spans ranks start+1..=end;
+        // ranking them in condition order would put whichever comes first ahead of the others.
+        let mut start = 0;
+        while start < defined.len() {
+            let end = start + defined[start..].partition_point(|&(_, v)| v == defined[start].1);
+            let rank = (start + 1 + end) as f64 / 2.0;
+            for &(c, v) in &defined[start..end] {
+                out.ranks.entry(c).or_default().push(rank);
+                if v == top {
+                    *out.first.entry(c).or_default() += 1;
+                }
             }
+            start = end;
         }
     }
     out
@@ -327,9 +334,9 @@ mod tests {
         assert_eq!(at(1, "fictional").average_retraction_rank, Some(1.0));
         assert_eq!(at(1, "fictional").n_models_retraction, 1);
         assert_eq!(at(1, "noise").n_models_ranked_first_retraction, 1);
-        // m1: synthetic_tf 0.4 first; fictional and noise tie at 0.2 and keep the set's order.
-        assert_eq!(at(0, "fictional").average_retraction_rank, Some(2.0));
-        assert_eq!(at(0, "noise").average_retraction_rank, Some(3.0));
+        // m1: synthetic_tf 0.4 first; fictional and noise tie at 0.2 and share ranks 2 and 3.
+        assert_eq!(at(0, "fictional").average_retraction_rank, Some(2.5));
+        assert_eq!(at(0, "noise").average_retraction_rank, Some(2.5));
         assert_eq!(at(0, "fictional").n_models_ranked_first_expansion, 1);
         assert!(!table.iter().any(|r| r.condition == BASELINE_REFIT));
         // Synthetic (TF) > Fictional holds in neither model one layer up (m3's Fictional rate
@@ -343,6 +350,35 @@ mod tests {
         assert_eq!(pair(1).comparison, "synthetic_tf > fictional");
         assert_eq!((pair(1).num_models, pair(1).n_models), (0, 2));
         assert_eq!((pair(0).num_models, pair(0).prop_models), (1, 1.0));
+    }
+
+    /// Equal rates share the average of the ranks they span, whatever the condition order, and
+    /// a model whose rate of a condition is undefined does not rank it.
+    #[test]
+    fn tied_rates_share_their_average_rank_and_undefined_rates_are_not_ranked() {
+        let rows = vec![
+            // m1 retracts nothing under any perturbation.
+            row("m1", "synthetic_tf", Some(0.0), None),
+            row("m1", "fictional", Some(0.0), None),
+            row("m1", "noise", Some(0.0), None),
+            // m2 (same selection: both sit at their veracity layer) has no Fictional rate.
+            row("m2", "synthetic_tf", Some(0.1), None),
+            row("m2", "fictional", None, None),
+            row("m2", "noise", Some(0.3), None),
+        ];
+        let conditions: Vec<String> = ["synthetic_tf", "fictional", "noise"]
+            .map(String::from)
+            .to_vec();
+        let veracity = |model: &str, _: &str| Some(if model == "m1" { 10 } else { 20 });
+        let (table, _) = aggregate_across_models(&rows, veracity, &conditions, &[]);
+        let rank = |condition: &str| {
+            let r = table.iter().find(|r| r.condition == condition).unwrap();
+            (r.average_retraction_rank, r.n_models_retraction)
+        };
+        // m1: all three tie at rank 2; m2: noise 1, synthetic_tf 2.
+        assert_eq!(rank("synthetic_tf"), (Some(2.0), 2));
+        assert_eq!(rank("noise"), (Some(1.5), 2));
+        assert_eq!(rank("fictional"), (Some(2.0), 1));
     }
 
     /// Contextual rows carry a layer too: each layer forms its own selection by its offset from

@@ -46,8 +46,8 @@ pub struct AcrossModelRow {
     /// Median ρ_E over those models; empty where there are none.
     pub expansion_rate_median: Option<f64>,
     /// Mean over models of the condition's rank by ρ_R among the selection's perturbations
-    /// whose ρ_R is defined (1 = largest; equal rates keep the condition order); empty where
-    /// ρ_R is defined in no model.
+    /// whose ρ_R is defined (1 = largest; equal rates share the average of the ranks they
+    /// span), over the models where ρ_R is defined; empty where it is defined in no model.
     pub average_retraction_rank: Option<f64>,
     /// The same rank by ρ_E; empty where ρ_E is defined in no model.
     pub average_expansion_rank: Option<f64>,
