@@ -13,18 +13,19 @@ use serde::{Deserialize, Serialize};
 pub struct AcrossModelRow {
     /// The domain of the selection.
     pub domain: String,
-    /// `representational` or `behavioral`.
+    /// `representational`, `behavioral` or `contextual`.
     pub instantiation: Instantiation,
     /// `sawmil` or `mass_mean` (representational rows), `prompt` (behavioral rows).
     pub probe: Probe,
-    /// Behavioral rows: K, the context size; empty for representational rows.
+    /// Behavioral and contextual rows: K, the context size; empty for representational rows.
     pub k: Option<usize>,
-    /// Behavioral rows: Θ0's context, `empty` or `true`; empty for representational rows.
+    /// Behavioral and contextual rows: Θ0's context, `empty` or `true`; empty for
+    /// representational rows.
     pub baseline: Option<Baseline>,
     /// Behavioral rows: the prompt format, `chat` or `plain`; empty for representational rows.
     pub format: Option<PromptFormat>,
-    /// Representational rows: the layer minus the model's veracity layer (0 at the veracity
-    /// layer); empty for behavioral rows.
+    /// Representational and contextual rows: the layer minus the model's veracity layer (0 at
+    /// the veracity layer, where the paired tests compare); empty for behavioral rows.
     pub layer_offset: Option<i64>,
     /// `main`, or `volume_matched` (the volume-matched fits); noise-floor refits and
     /// behavioral resamples are left out.
@@ -70,18 +71,19 @@ impl Table for AcrossModelRow {
 pub struct AcrossModelPairRow {
     /// The domain of the selection.
     pub domain: String,
-    /// `representational` or `behavioral`.
+    /// `representational`, `behavioral` or `contextual`.
     pub instantiation: Instantiation,
     /// `sawmil` or `mass_mean` (representational rows), `prompt` (behavioral rows).
     pub probe: Probe,
-    /// Behavioral rows: K, the context size; empty for representational rows.
+    /// Behavioral and contextual rows: K, the context size; empty for representational rows.
     pub k: Option<usize>,
-    /// Behavioral rows: Θ0's context, `empty` or `true`; empty for representational rows.
+    /// Behavioral and contextual rows: Θ0's context, `empty` or `true`; empty for
+    /// representational rows.
     pub baseline: Option<Baseline>,
     /// Behavioral rows: the prompt format, `chat` or `plain`; empty for representational rows.
     pub format: Option<PromptFormat>,
-    /// Representational rows: the layer minus the model's veracity layer; empty for
-    /// behavioral rows.
+    /// Representational and contextual rows: the layer minus the model's veracity layer; empty
+    /// for behavioral rows.
     pub layer_offset: Option<i64>,
     /// `main` or `volume_matched`.
     pub variant: String,
@@ -112,7 +114,7 @@ pub const POOLED: &str = "pooled";
 /// within `family`: the per-domain tests of a claim form one family, its pooled test another.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SignTestRow {
-    /// `representational` or `behavioral`.
+    /// `representational`, `behavioral` or `contextual`.
     pub instantiation: Instantiation,
     /// `sawmil` or `mass_mean` (representational rows), `prompt` (behavioral rows).
     pub probe: Probe,
@@ -160,7 +162,7 @@ impl Table for SignTestRow {
 pub struct ComparisonFamilyRow {
     /// The family, as in [`ComparisonRow::family`](crate::ComparisonRow::family).
     pub family: String,
-    /// `representational` or `behavioral`.
+    /// `representational`, `behavioral` or `contextual`.
     pub instantiation: Instantiation,
     /// `sawmil` or `mass_mean` (representational rows), `prompt` (behavioral rows).
     pub probe: Probe,
