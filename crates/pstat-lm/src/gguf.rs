@@ -401,24 +401,7 @@ impl GgufFile {
                 n => Ok(n),
             }
         };
-        let n_layers = positive("block_count")?;
-        // llama.cpp refuses a file with tensors it does not load; here the one case that would
-        // otherwise run silently: blocks beyond `block_count`.
-        let beyond = self
-            .content
-            .tensor_infos
-            .keys()
-            .filter_map(|name| name.strip_prefix("blk.")?.split('.').next()?.parse().ok())
-            .filter(|&block: &usize| block >= n_layers)
-            .max();
-        if let Some(block) = beyond {
-            return Err(self.out_of_range(
-                &key("block_count"),
-                &format!(
-                    "is {n_layers}, but the file stores tensors of block {block} (`blk.{block}.*`)"
-                ),
-            ));
-        }
+        let n_layers = self.all_blocks_within(positive("block_count")?, &key("block_count"))?;
         let hidden = positive("embedding_length")?;
         let n_heads = positive("attention.head_count")?;
         let kv_key = key("attention.head_count_kv");
@@ -623,6 +606,28 @@ impl GgufFile {
                 Err(self.out_of_range(key, &format!("is {v}, must be a positive number")))
             }
             v => Ok(v),
+        }
+    }
+
+    /// `n_layers`, once no tensor lies in a block beyond it. llama.cpp refuses a file with
+    /// tensors it does not load; here the one case that would otherwise run silently: blocks
+    /// beyond `block_count` (`key`).
+    fn all_blocks_within(&self, n_layers: usize, key: &str) -> Result<usize, GgufError> {
+        let beyond = self
+            .content
+            .tensor_infos
+            .keys()
+            .filter_map(|name| name.strip_prefix("blk.")?.split('.').next()?.parse().ok())
+            .filter(|&block: &usize| block >= n_layers)
+            .max();
+        match beyond {
+            Some(block) => Err(self.out_of_range(
+                key,
+                &format!(
+                    "is {n_layers}, but the file stores tensors of block {block} (`blk.{block}.*`)"
+                ),
+            )),
+            None => Ok(n_layers),
         }
     }
 

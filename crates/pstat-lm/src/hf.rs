@@ -631,8 +631,7 @@ fn translate(
                 !config.bool_or("mlp_bias", false)?,
                 "MLP biases are not implemented",
             )?;
-            // Mistral (v0.1) limits every layer to a window; transformers applies it, llama.cpp
-            // ignores it in a GGUF. transformers' Llama has no window, whatever the config says.
+            // Mistral (v0.1) windows every layer (transformers' Llama never), llama.cpp ignores it.
             if hf_arch == MISTRAL && config.get("sliding_window").is_some() {
                 sliding_window = Some(config.count("sliding_window")?);
             }
