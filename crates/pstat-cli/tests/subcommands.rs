@@ -451,26 +451,7 @@ fn stage_commands_and_the_report() {
     );
 
     let prompted = probed.clone();
-    let prompt = |k: &'static str| {
-        s.pstat(
-            &[
-                "prompt",
-                "--model",
-                model,
-                "--domain",
-                "city_locations",
-                "--config",
-                config,
-                "--k",
-                k,
-                "--format",
-                "plain",
-                "--out",
-                arg(&prompted),
-            ],
-            "",
-        )
-    };
+    let prompt = |k: &'static str| stage("prompt", &prompted, &["--k", k, "--format", "plain"]);
     succeeds(&prompt("2"));
     let stability = std::fs::read_to_string(prompted.join("stability.csv")).unwrap();
     assert!(
@@ -481,24 +462,7 @@ fn stage_commands_and_the_report() {
     fails(&prompt("0"), 1, "--k");
     // Chat asked of a model without a chat template: prompted plain, and said so.
     let chat = s.path("chat");
-    let out = s.pstat(
-        &[
-            "prompt",
-            "--model",
-            model,
-            "--domain",
-            "city_locations",
-            "--config",
-            config,
-            "--k",
-            "2",
-            "--format",
-            "chat",
-            "--out",
-            arg(&chat),
-        ],
-        "",
-    );
+    let out = stage("prompt", &chat, &["--k", "2", "--format", "chat"]);
     succeeds(&out);
     assert!(
         stderr(&out).contains("has no chat template: behavioral.formats lists chat"),

@@ -146,12 +146,7 @@ fn read_json_opt<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportEr
     if !path.is_file() {
         return Ok(None);
     }
-    let bytes = std::fs::read(path).map_err(|e| ReportError::io(path, e))?;
-    pstat_data::artifact::Manifest::verify_beside(path, &bytes)
-        .map_err(|message| ReportError::input(path, message))?;
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| ReportError::input(path, e))
+    pstat_tables::read_json(path).map(Some).map_err(input)
 }
 
 /// A `result.json` as the run writes it, a record with its content hash (checked when the run

@@ -956,7 +956,7 @@ fn differs(
 }
 
 /// The first value listed twice, if any.
-fn first_duplicate<T: PartialEq>(values: &[T]) -> Option<&T> {
+pub fn first_duplicate<T: PartialEq>(values: &[T]) -> Option<&T> {
     values
         .iter()
         .enumerate()
@@ -1169,14 +1169,8 @@ mod tests {
                 "[representational]\nmass_mean_layer_offsets = [1, 1]",
                 "representational.mass_mean_layer_offsets lists `1` twice",
             ),
-        ] {
-            let err = invalid(text);
-            assert!(err.contains(expect), "{text}: {err}");
-        }
-        assert!(invalid("bootstrap_resamples = 100000000000").contains("more than 1000000"));
-        // An enabled stage with nothing to compute, a data folder that is not one, a labeler
-        // that is no URL.
-        for (text, expect) in [
+            // An enabled stage with nothing to compute, a data folder that is not one, a
+            // labeler that is no URL, more resamples than memory should hold.
             ("[behavioral]\nk = []", "behavioral.k is empty or 0"),
             (
                 "[behavioral]\nbaselines = []",
@@ -1198,6 +1192,7 @@ mod tests {
                 "[clustering]\nlabeler = \"localhost:8000\"",
                 "clustering.labeler",
             ),
+            ("bootstrap_resamples = 100000000000", "more than 1000000"),
         ] {
             let err = invalid(text);
             assert!(err.contains(expect), "{text}: {err}");

@@ -142,8 +142,7 @@ pub fn import(files: &Path, cell: &Path, layers: &[usize]) -> anyhow::Result<Vec
 /// export.json: 0 = embeddings ..= n_layers), so no file is written under a layer that is not
 /// the one it holds.
 fn check_layers(layers: &[usize], export: &Value, export_path: &Path) -> anyhow::Result<()> {
-    let mut seen = std::collections::BTreeSet::new();
-    if let Some(layer) = layers.iter().find(|&&l| !seen.insert(l)) {
+    if let Some(layer) = crate::config::first_duplicate(layers) {
         anyhow::bail!("--layers: layer {layer} is named twice");
     }
     let n_layers = export["n_layers"]

@@ -47,12 +47,7 @@ pub fn run(args: HiddenArgs) -> anyhow::Result<()> {
         tokenize_lines(&tokenizer, &text).with_context(|| args.input.display().to_string())?;
     // Checked here so that each error names what is at fault: the option, or the input's line.
     let n_layers = lm.n_layers();
-    if let Some(layer) = args
-        .layers
-        .iter()
-        .enumerate()
-        .find_map(|(i, l)| args.layers[..i].contains(l).then_some(l))
-    {
+    if let Some(layer) = pstat_study::config::first_duplicate(&args.layers) {
         anyhow::bail!("--layers: layer {layer} is named twice");
     }
     if let Some(layer) = args.layers.iter().find(|&&l| l > n_layers) {
